@@ -1,0 +1,1 @@
+"""A drop-in re-implementation of the OpenStack Placement API service."""

@@ -1,0 +1,85 @@
+"""Authentication middleware: keystonemiddleware, or noauth2 for tests.
+
+``GET /`` is always answered without a token, as upstream does.
+"""
+from keystonemiddleware import auth_token
+from oslo_log import log as logging
+from oslo_middleware import request_id
+import webob.dec
+import webob.exc
+
+from placement import context as placement_context
+from placement import util
+
+LOG = logging.getLogger(__name__)
+
+
+def _unauthorized():
+    return util.http_error(webob.exc.HTTPUnauthorized)
+
+
+class NoAuthMiddleware:
+    """noauth2: trust the token. ``admin`` is an admin; ``user:project``
+    names who is asking; ``X-Roles`` adds roles, and the
+    ``OpenStack-System-Scope`` header passes through to the context."""
+
+    def __init__(self, application):
+        self.application = application
+
+    @webob.dec.wsgify
+    def __call__(self, req):
+        if req.environ['PATH_INFO'] == '/':
+            return self.application
+        if 'X-Auth-Token' not in req.headers:
+            return _unauthorized()
+        token = req.headers['X-Auth-Token']
+        user_id, _sep, project_id = token.partition(':')
+        project_id = project_id or user_id
+        roles = [r.strip() for r in req.headers.get('X-Roles', '').split(',')
+                 if r.strip()]
+        if user_id == 'admin' and 'admin' not in roles:
+            roles.insert(0, 'admin')
+        req.headers['X_USER_ID'] = user_id
+        req.headers['X_TENANT_ID'] = project_id
+        req.headers['X_PROJECT_ID'] = project_id
+        req.headers['X_ROLES'] = ','.join(roles)
+        return self.application
+
+
+class KeystoneContext:
+    """Make the RequestContext from the identity headers auth left."""
+
+    def __init__(self, application, config):
+        self.application = application
+        self.config = config
+
+    @webob.dec.wsgify
+    def __call__(self, req):
+        ctx = placement_context.RequestContext.from_environ(
+            req.environ, request_id=req.environ.get(
+                request_id.ENV_REQUEST_ID))
+        ctx.config = self.config
+        if ctx.user_id is None and req.environ['PATH_INFO'] != '/':
+            LOG.debug('Neither X_USER_ID nor X_USER found in request')
+            return _unauthorized()
+        req.environ['placement.context'] = ctx
+        return self.application
+
+
+class KeystoneAuth(auth_token.AuthProtocol):
+    """keystonemiddleware's auth_token, except for ``GET /``."""
+
+    def __init__(self, app, conf):
+        self._placement_app = app
+        super().__init__(app, conf)
+
+    def __call__(self, environ, start_response):
+        if environ['PATH_INFO'] == '/':
+            return self._placement_app(environ, start_response)
+        return super().__call__(environ, start_response)
+
+
+def keystone_auth(conf):
+    def wrap(app):
+        return KeystoneAuth(app, {'oslo_config_config': conf})
+    return wrap

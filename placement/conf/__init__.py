@@ -1,0 +1,194 @@
+"""Configuration: upstream Placement's option groups, names and defaults.
+
+Every option can also be set from the environment as ``OS_<GROUP>__<OPTION>``
+(oslo.config's built-in environment source does that for us).
+"""
+import os
+
+from oslo_config import cfg
+from oslo_db import options as oslo_db_options
+from oslo_log import log as logging
+from oslo_middleware import cors
+from oslo_policy import opts as policy_opts
+
+DEFAULT_CONSUMER_MISSING_ID = '00000000-0000-0000-0000-000000000000'
+
+api_group = cfg.OptGroup('api', title='API options', help="""
+Options under this group are used to define Placement API.
+""")
+api_opts = [
+    cfg.StrOpt('auth_strategy', default='keystone',
+               choices=[('keystone', 'Use keystone for authentication.'),
+                        ('noauth2', 'Designed for testing only, as it does '
+                         'no actual credential checking. "admin" as the '
+                         'token is an admin, "user:project" tokens are '
+                         'accepted otherwise.')],
+               deprecated_group='DEFAULT',
+               help='Determine the strategy to use for authentication.'),
+]
+
+placement_group = cfg.OptGroup(
+    'placement', title='Placement Service Options',
+    help='Configuration options for the placement API service')
+placement_opts = [
+    cfg.BoolOpt('randomize_allocation_candidates', default=False,
+                help='If True, when limiting allocation candidate results, '
+                     'the results will be a random sampling of the full '
+                     'result set. If False, allocation candidates are '
+                     'returned in a deterministic but undefined order.'),
+    cfg.StrOpt('incomplete_consumer_project_id',
+               default=DEFAULT_CONSUMER_MISSING_ID,
+               help='Project id given to consumers whose allocations were '
+                    'written before microversion 1.8 without one.'),
+    cfg.StrOpt('incomplete_consumer_user_id',
+               default=DEFAULT_CONSUMER_MISSING_ID,
+               help='User id given to consumers whose allocations were '
+                    'written before microversion 1.8 without one.'),
+    cfg.IntOpt('allocation_conflict_retry_count', default=10,
+               help='The number of times to retry, server-side, writing '
+                    'allocations when there is a resource provider '
+                    'generation conflict.'),
+    cfg.IntOpt('max_allocation_candidates', default=-1,
+               help='The maximum number of allocation candidates placement '
+                    'generates for a single request; -1 means no limit. '
+                    'Candidates beyond it are never generated, so this '
+                    'bounds the work of a query, unlike ``limit``.'),
+    cfg.StrOpt('allocation_candidates_generation_strategy',
+               default='depth-first',
+               choices=[('depth-first', 'Generate candidates from one root '
+                         'provider tree before moving to the next.'),
+                        ('breadth-first', 'Generate candidates round-robin '
+                         'across root provider trees.')],
+               help='Order in which candidates are generated when '
+                    '``max_allocation_candidates`` cuts the result set.'),
+]
+
+workarounds_group = cfg.OptGroup('workarounds', title='Workaround Options')
+workarounds_opts = [
+    cfg.BoolOpt('optimize_for_wide_provider_trees', default=False,
+                help='Accepted for compatibility. Candidate generation here '
+                     'is always output-sensitive, so wide trees need no '
+                     'special switch.'),
+]
+
+placement_db_group = cfg.OptGroup(
+    'placement_database', title='Placement API database options',
+    help='The database used by the placement service. When ``connection`` '
+         'is not set an embedded SQLite file under ``state_path`` is used.')
+placement_db_opts = [
+    cfg.StrOpt('connection', secret=True,
+               help='The SQLAlchemy connection string to use to connect to '
+                    'the database. Unset: sqlite file in state_path.'),
+    cfg.StrOpt('connection_parameters', default='',
+               help='Optional URL parameters to append onto the connection '
+                    'URL at connect time; specify as '
+                    'param1=value1&param2=value2&...'),
+    cfg.BoolOpt('sqlite_synchronous', default=True,
+                help='If True, SQLite uses synchronous mode.'),
+    cfg.StrOpt('slave_connection', secret=True,
+               help='The SQLAlchemy connection string to use to connect to '
+                    'the slave database.'),
+    cfg.StrOpt('mysql_sql_mode', default='TRADITIONAL',
+               help='The SQL mode to be used for MySQL sessions.'),
+    cfg.IntOpt('connection_recycle_time', default=3600,
+               help='Connections which have been present in the connection '
+                    'pool longer than this number of seconds will be '
+                    'replaced with a new one the next time they are checked '
+                    'out from the pool.'),
+    cfg.IntOpt('max_pool_size',
+               help='Maximum number of SQL connections to keep open in a '
+                    'pool.'),
+    cfg.IntOpt('max_retries', default=10,
+               help='Maximum number of database connection retries during '
+                    'startup. Set to -1 to specify an infinite retry count.'),
+    cfg.IntOpt('retry_interval', default=10,
+               help='Interval between retries of opening a SQL connection.'),
+    cfg.IntOpt('max_overflow',
+               help='If set, use this value for max_overflow with '
+                    'SQLAlchemy.'),
+    cfg.IntOpt('connection_debug', default=0, min=0, max=100,
+               help='Verbosity of SQL debugging information: 0=None, '
+                    '100=Everything.'),
+    cfg.BoolOpt('connection_trace', default=False,
+                help='Add Python stack traces to SQL as comment strings.'),
+    cfg.IntOpt('pool_timeout',
+               help='If set, use this value for pool_timeout with '
+                    'SQLAlchemy.'),
+    cfg.BoolOpt('sync_on_startup', default=False,
+                help='If True, database schema migrations will be attempted '
+                     'when the web service starts.'),
+]
+
+default_opts = [
+    cfg.StrOpt('tempdir',
+               help='Explicitly specify the temporary working directory.'),
+    cfg.StrOpt('state_path',
+               default=os.environ.get(
+                   'OS_PLACEMENT_STATE_DIR',
+                   os.path.join(os.path.expanduser('~'), '.local', 'state',
+                                'placement')),
+               sample_default='~/.local/state/placement',
+               help="Top-level directory for maintaining placement's state; "
+                    'holds the embedded SQLite database when '
+                    '[placement_database] connection is unset.'),
+    cfg.BoolOpt('log_options', default=True,
+                help='Enables or disables logging values of all registered '
+                     'options when starting a service (at DEBUG level).'),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(default_opts)
+    conf.register_group(api_group)
+    conf.register_opts(api_opts, group=api_group)
+    conf.register_group(placement_group)
+    conf.register_opts(placement_opts, group=placement_group)
+    conf.register_group(workarounds_group)
+    conf.register_opts(workarounds_opts, group=workarounds_group)
+    conf.register_group(placement_db_group)
+    conf.register_opts(placement_db_opts, group=placement_db_group)
+    policy_opts.set_defaults(conf)
+    conf.register_opts(cors.CORS_OPTS, 'cors')
+    # keystonemiddleware registers [keystone_authtoken] itself when loaded.
+
+
+def config_files_from_env(environ=None):
+    """The config file list: $OS_PLACEMENT_CONFIG_DIR/placement.conf, if set.
+
+    ``None`` lets oslo.config search its usual places (~/.placement,
+    ~/, /etc/placement, /etc) for placement.conf.
+    """
+    environ = os.environ if environ is None else environ
+    dirname = environ.get('OS_PLACEMENT_CONFIG_DIR', '').strip()
+    if dirname:
+        return [os.path.join(dirname, 'placement.conf')]
+    return None
+
+
+def build_conf(args=None, default_config_files=None, environ=None,
+               logging_setup=False):
+    """Return a fresh, parsed ConfigOpts with every placement option."""
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    logging.register_options(conf)
+    if default_config_files is None:
+        default_config_files = config_files_from_env(environ)
+    conf(args if args is not None else [], project='placement',
+         default_config_files=default_config_files)
+    if logging_setup:
+        logging.setup(conf, 'placement')
+    return conf
+
+
+def database_url(conf):
+    """The configured connection URL, or the embedded SQLite default."""
+    url = conf.placement_database.connection
+    if url:
+        return url
+    state = os.path.expanduser(conf.state_path)
+    os.makedirs(state, exist_ok=True)
+    return 'sqlite:///' + os.path.join(state, 'placement.sqlite')
+
+
+def uses_embedded_database(conf):
+    return not conf.placement_database.connection

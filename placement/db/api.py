@@ -1,0 +1,75 @@
+"""Database access: one oslo.db enginefacade for the whole service.
+
+Objects decorate their functions with ``@reader``/``@writer`` and reach the
+session as ``context.session``. Writers are retried on deadlock by oslo.db
+before anything reaches the client.
+"""
+import functools
+
+from oslo_db import api as oslo_db_api
+from oslo_db.sqlalchemy import enginefacade
+import sqlalchemy as sa
+
+from placement import conf as placement_conf
+
+context_manager = enginefacade.transaction_context()
+reader = context_manager.reader
+writer = context_manager.writer
+
+_CONFIGURED = {'url': None}
+
+
+def _sqlite_pragmas(dbapi_conn, _record):
+    """Let several workers share one SQLite file without 'database is locked'."""
+    cur = dbapi_conn.cursor()
+    cur.execute('PRAGMA busy_timeout = 30000')
+    cur.execute('PRAGMA journal_mode = WAL')
+    cur.close()
+
+
+def configure(conf):
+    """Point the enginefacade at the configured (or embedded) database."""
+    url = placement_conf.database_url(conf)
+    if _CONFIGURED['url'] is not None:
+        return
+    db = conf.placement_database
+    options = dict(
+        connection=url,
+        slave_connection=db.slave_connection,
+        sqlite_synchronous=db.sqlite_synchronous,
+        mysql_sql_mode=db.mysql_sql_mode,
+        connection_recycle_time=db.connection_recycle_time,
+        connection_debug=db.connection_debug,
+        max_pool_size=db.max_pool_size,
+        max_overflow=db.max_overflow,
+        pool_timeout=db.pool_timeout,
+        connection_trace=db.connection_trace,
+        max_retries=db.max_retries,
+        retry_interval=db.retry_interval,
+        connection_parameters=db.connection_parameters,
+    )
+    context_manager.configure(
+        **{k: v for k, v in options.items() if v is not None})
+    _CONFIGURED['url'] = url
+
+
+def get_engine():
+    return context_manager.writer.get_engine()
+
+
+def patch_engine(engine):
+    """Tests: route every transaction to ``engine``; returns an undo call."""
+    return context_manager.patch_engine(engine)
+
+
+sa.event.listen(sa.engine.Engine, 'connect',
+                lambda conn, rec: _sqlite_pragmas(conn, rec)
+                if type(conn).__module__.startswith('sqlite3') else None)
+
+
+def retry_on_deadlock(f):
+    """Retry a whole write transaction when the database says deadlock."""
+    wrapped = oslo_db_api.wrap_db_retry(
+        max_retries=5, retry_on_deadlock=True, retry_interval=0.05,
+        inc_retry_interval=True, max_retry_interval=0.5)(f)
+    return functools.wraps(f)(wrapped)

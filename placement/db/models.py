@@ -1,0 +1,198 @@
+"""The whole Placement data model, table for table as upstream's schema.
+
+Keeping upstream's table and column names means a database that upstream's
+``placement-manage db sync`` created can be served by us, and the other way.
+Indexes are chosen for the allocation-candidate queries: capacity lookups by
+(provider, class), usage sums by (provider, class), trait and aggregate
+membership by either side.
+"""
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from oslo_db.sqlalchemy import models as oslo_models
+from oslo_utils import timeutils
+
+
+def _now():
+    return timeutils.utcnow()
+
+
+class _Base(oslo_models.ModelBase):
+    created_at = sa.Column(sa.DateTime, default=_now)
+    updated_at = sa.Column(sa.DateTime, onupdate=_now)
+
+
+BASE = orm.declarative_base(cls=_Base)
+
+
+class ResourceClass(BASE):
+    """Standard classes use os-resource-classes ids; custom ones 10000+."""
+    __tablename__ = 'resource_classes'
+    __table_args__ = (
+        sa.UniqueConstraint('name', name='uniq_resource_classes0name'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False)
+    name = sa.Column(sa.String(255), nullable=False)
+
+
+class ResourceProvider(BASE):
+    __tablename__ = 'resource_providers'
+    __table_args__ = (
+        sa.Index('resource_providers_name_idx', 'name'),
+        sa.Index('resource_providers_root_provider_id_idx',
+                 'root_provider_id'),
+        sa.Index('resource_providers_parent_provider_id_idx',
+                 'parent_provider_id'),
+        sa.UniqueConstraint('uuid', name='uniq_resource_providers0uuid'),
+        sa.UniqueConstraint('name', name='uniq_resource_providers0name'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    name = sa.Column(sa.Unicode(200), nullable=True)
+    generation = sa.Column(sa.Integer, default=0)
+    root_provider_id = sa.Column(
+        sa.Integer, sa.ForeignKey('resource_providers.id'), nullable=False)
+    parent_provider_id = sa.Column(
+        sa.Integer, sa.ForeignKey('resource_providers.id'), nullable=True)
+
+
+class Inventory(BASE):
+    __tablename__ = 'inventories'
+    __table_args__ = (
+        sa.Index('inventories_resource_class_id_idx', 'resource_class_id'),
+        sa.UniqueConstraint(
+            'resource_provider_id', 'resource_class_id',
+            name='uniq_inventories0resource_provider_resource_class'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False)
+    resource_provider_id = sa.Column(sa.Integer, nullable=False)
+    resource_class_id = sa.Column(sa.Integer, nullable=False)
+    total = sa.Column(sa.Integer, nullable=False)
+    reserved = sa.Column(sa.Integer, nullable=False)
+    min_unit = sa.Column(sa.Integer, nullable=False)
+    max_unit = sa.Column(sa.Integer, nullable=False)
+    step_size = sa.Column(sa.Integer, nullable=False)
+    allocation_ratio = sa.Column(sa.Float, nullable=False)
+
+
+class Allocation(BASE):
+    __tablename__ = 'allocations'
+    __table_args__ = (
+        sa.Index('allocations_resource_provider_class_used_idx',
+                 'resource_provider_id', 'resource_class_id', 'used'),
+        sa.Index('allocations_resource_class_id_idx', 'resource_class_id'),
+        sa.Index('allocations_consumer_id_idx', 'consumer_id'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False)
+    resource_provider_id = sa.Column(sa.Integer, nullable=False)
+    consumer_id = sa.Column(sa.String(36), nullable=False)
+    resource_class_id = sa.Column(sa.Integer, nullable=False)
+    used = sa.Column(sa.Integer, nullable=False)
+
+
+class ResourceProviderAggregate(BASE):
+    __tablename__ = 'resource_provider_aggregates'
+    __table_args__ = (
+        sa.Index('resource_provider_aggregates_aggregate_id_idx',
+                 'aggregate_id'),
+    )
+    resource_provider_id = sa.Column(sa.Integer, primary_key=True,
+                                     nullable=False)
+    aggregate_id = sa.Column(sa.Integer, primary_key=True, nullable=False)
+
+
+class PlacementAggregate(BASE):
+    __tablename__ = 'placement_aggregates'
+    __table_args__ = (
+        sa.UniqueConstraint('uuid', name='uniq_placement_aggregates0uuid'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    uuid = sa.Column(sa.String(36), index=True)
+
+
+class Trait(BASE):
+    __tablename__ = 'traits'
+    __table_args__ = (
+        sa.UniqueConstraint('name', name='uniq_traits0name'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False,
+                   autoincrement=True)
+    name = sa.Column(sa.Unicode(255), nullable=False)
+
+
+class ResourceProviderTrait(BASE):
+    __tablename__ = 'resource_provider_traits'
+    __table_args__ = (
+        sa.Index('resource_provider_traits_resource_provider_trait_idx',
+                 'resource_provider_id', 'trait_id'),
+    )
+    trait_id = sa.Column(sa.Integer, sa.ForeignKey('traits.id'),
+                         primary_key=True, nullable=False)
+    resource_provider_id = sa.Column(
+        sa.Integer, sa.ForeignKey('resource_providers.id'),
+        primary_key=True, nullable=False)
+
+
+class Project(BASE):
+    __tablename__ = 'projects'
+    __table_args__ = (
+        sa.UniqueConstraint('external_id', name='uniq_projects0external_id'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False,
+                   autoincrement=True)
+    external_id = sa.Column(sa.String(255), nullable=False)
+
+
+class User(BASE):
+    __tablename__ = 'users'
+    __table_args__ = (
+        sa.UniqueConstraint('external_id', name='uniq_users0external_id'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False,
+                   autoincrement=True)
+    external_id = sa.Column(sa.String(255), nullable=False)
+
+
+class Consumer(BASE):
+    __tablename__ = 'consumers'
+    __table_args__ = (
+        sa.Index('consumers_project_id_uuid_idx', 'project_id', 'uuid'),
+        sa.Index('consumers_project_id_user_id_uuid_idx', 'project_id',
+                 'user_id', 'uuid'),
+        sa.UniqueConstraint('uuid', name='uniq_consumers0uuid'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False,
+                   autoincrement=True)
+    uuid = sa.Column(sa.String(36), nullable=False)
+    project_id = sa.Column(sa.Integer, nullable=False)
+    user_id = sa.Column(sa.Integer, nullable=False)
+    generation = sa.Column(sa.Integer, nullable=False, server_default='0',
+                           default=0)
+    consumer_type_id = sa.Column(
+        sa.Integer, sa.ForeignKey('consumer_types.id'), index=True,
+        nullable=True)
+
+
+class ConsumerType(BASE):
+    __tablename__ = 'consumer_types'
+    __table_args__ = (
+        sa.UniqueConstraint('name', name='uniq_consumer_types0name'),
+    )
+    id = sa.Column(sa.Integer, primary_key=True, nullable=False,
+                   autoincrement=True)
+    name = sa.Column(sa.Unicode(255), nullable=False)
+
+
+# Core Table objects for the read paths: no ORM instances on hot paths.
+RP = ResourceProvider.__table__
+INV = Inventory.__table__
+ALLOC = Allocation.__table__
+RPA = ResourceProviderAggregate.__table__
+AGG = PlacementAggregate.__table__
+TRAIT = Trait.__table__
+RPT = ResourceProviderTrait.__table__
+RC = ResourceClass.__table__
+CONSUMER = Consumer.__table__
+PROJECT = Project.__table__
+USER = User.__table__
+CONSUMER_TYPE = ConsumerType.__table__

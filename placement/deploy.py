@@ -1,0 +1,61 @@
+"""Build the WSGI application from config: the middleware stack, outermost
+first: request id -> CORS -> fault barrier -> JSON errors by default ->
+auth -> request context -> microversion -> routes table -> handler."""
+from microversion_parse import middleware as mp_middleware
+import oslo_middleware
+from oslo_middleware import cors
+
+from placement import auth
+from placement import context as placement_context
+from placement.db import api as db_api
+from placement.db import migration
+from placement import fault_wrap
+from placement import handler
+from placement import microversion
+from placement import policy
+from placement import util
+
+
+def deploy(conf):
+    """Assemble the middleware pipeline around the placement handler."""
+    application = handler.PlacementHandler(config=conf)
+    application = mp_middleware.MicroversionMiddleware(
+        application, microversion.SERVICE_TYPE, microversion.VERSIONS,
+        json_error_formatter=util.json_error_formatter)
+    application = auth.KeystoneContext(application, conf)
+    if conf.api.auth_strategy == 'noauth2':
+        application = auth.NoAuthMiddleware(application)
+    else:
+        application = auth.keystone_auth(conf)(application)
+    application = fault_wrap.DefaultJSONErrors(application)
+    application = fault_wrap.FaultWrapper(application)
+    if conf.cors.allowed_origin:
+        application = oslo_middleware.CORS(application, conf)
+    application = oslo_middleware.RequestId(application)
+    return application
+
+
+def update_database(conf):
+    """Start-up work on the database, as upstream does at process boot:
+    migrate when asked (always for the embedded SQLite default, so a
+    newcomer needs no setup), then make sure the standard traits and
+    resource classes of the installed os-traits / os-resource-classes are
+    present."""
+    from placement.objects import resource_class as rc_obj
+    from placement.objects import trait as trait_obj
+    from placement import conf as placement_conf
+    if (conf.placement_database.sync_on_startup
+            or placement_conf.uses_embedded_database(conf)):
+        migration.upgrade('head')
+    ctx = placement_context.admin_context(conf)
+    trait_obj.ensure_sync(ctx)
+    rc_obj.ensure_sync(ctx)
+
+
+def loadapp(conf, project_name=None):
+    """The placement WSGI application for an oslo.config ConfigOpts."""
+    db_api.configure(conf)
+    policy.init(conf)
+    application = deploy(conf)
+    update_database(conf)
+    return application

@@ -1,0 +1,139 @@
+"""The routes table: every URL and method Placement answers, in one place.
+
+Dispatch is Routes; a URL that matches with a method it lacks answers 405
+with an Allow header; an unknown URL answers 404; both in JSON.
+"""
+import routes
+import webob.exc
+
+from placement.handlers import aggregate
+from placement.handlers import allocation
+from placement.handlers import allocation_candidate
+from placement.handlers import inventory
+from placement.handlers import reshaper
+from placement.handlers import resource_class
+from placement.handlers import resource_provider
+from placement.handlers import root
+from placement.handlers import trait
+from placement.handlers import usage
+from placement import util
+
+ROUTES = {
+    '': {'GET': root.home},
+    '/': {'GET': root.home},
+    '/resource_classes': {
+        'GET': resource_class.list_resource_classes,
+        'POST': resource_class.create_resource_class,
+    },
+    '/resource_classes/{name}': {
+        'GET': resource_class.get_resource_class,
+        'PUT': resource_class.update_resource_class,
+        'DELETE': resource_class.delete_resource_class,
+    },
+    '/resource_providers': {
+        'GET': resource_provider.list_resource_providers,
+        'POST': resource_provider.create_resource_provider,
+    },
+    '/resource_providers/{uuid}': {
+        'GET': resource_provider.get_resource_provider,
+        'PUT': resource_provider.update_resource_provider,
+        'DELETE': resource_provider.delete_resource_provider,
+    },
+    '/resource_providers/{uuid}/inventories': {
+        'GET': inventory.get_inventories,
+        'POST': inventory.create_inventory,
+        'PUT': inventory.set_inventories,
+        'DELETE': inventory.delete_inventories,
+    },
+    '/resource_providers/{uuid}/inventories/{resource_class}': {
+        'GET': inventory.get_inventory,
+        'PUT': inventory.update_inventory,
+        'DELETE': inventory.delete_inventory,
+    },
+    '/resource_providers/{uuid}/usages': {
+        'GET': usage.list_usages,
+    },
+    '/resource_providers/{uuid}/aggregates': {
+        'GET': aggregate.get_aggregates,
+        'PUT': aggregate.set_aggregates,
+    },
+    '/resource_providers/{uuid}/allocations': {
+        'GET': allocation.list_for_resource_provider,
+    },
+    '/resource_providers/{uuid}/traits': {
+        'GET': trait.list_traits_for_resource_provider,
+        'PUT': trait.update_traits_for_resource_provider,
+        'DELETE': trait.delete_traits_for_resource_provider,
+    },
+    '/allocations': {
+        'POST': allocation.set_allocations,
+    },
+    '/allocations/{consumer_uuid}': {
+        'GET': allocation.list_for_consumer,
+        'PUT': allocation.set_allocations_for_consumer,
+        'DELETE': allocation.delete_allocations,
+    },
+    '/allocation_candidates': {
+        'GET': allocation_candidate.list_allocation_candidates,
+    },
+    '/traits': {
+        'GET': trait.list_traits,
+    },
+    '/traits/{name}': {
+        'GET': trait.get_trait,
+        'PUT': trait.put_trait,
+        'DELETE': trait.delete_trait,
+    },
+    '/usages': {
+        'GET': usage.get_total_usages,
+    },
+    '/reshaper': {
+        'POST': reshaper.reshape,
+    },
+}
+
+
+def _method_not_allowed(environ, start_response):
+    allowed = util.wsgi_path_item(environ, '_methods')
+    headers = {'allow': str(allowed)} if allowed else {}
+    return util.http_error(
+        webob.exc.HTTPMethodNotAllowed,
+        'The method specified is not allowed for this resource.',
+        headers=headers)(environ, start_response)
+
+
+def make_map(declarations):
+    mapper = routes.Mapper()
+    for url, targets in declarations.items():
+        for method, handler in targets.items():
+            mapper.connect(url, action=handler,
+                           conditions=dict(method=[method]))
+        mapper.connect(url, action=_method_not_allowed,
+                       _methods=', '.join(targets))
+    return mapper
+
+
+class PlacementHandler:
+    """Find the handler for a request and call it."""
+
+    def __init__(self, config):
+        self.config = config
+        self._map = make_map(ROUTES)
+
+    def __call__(self, environ, start_response):
+        clen = environ.get('CONTENT_LENGTH')
+        try:
+            if clen and int(clen) > 0 and not environ.get('CONTENT_TYPE'):
+                raise util.http_error(
+                    webob.exc.HTTPBadRequest,
+                    'content-type header required when content-length > 0')
+        except ValueError:
+            raise util.http_error(
+                webob.exc.HTTPBadRequest,
+                'content-length header must be an integer')
+        result = self._map.match(environ=environ)
+        if result is None:
+            raise util.http_error(webob.exc.HTTPNotFound)
+        handler = result.pop('action')
+        environ['wsgiorg.routing_args'] = ((), result)
+        return handler(environ, start_response)

@@ -1,0 +1,263 @@
+"""HTTP helpers shared by every handler: the wsgify decorator that turns
+domain errors into upstream's JSON errors, JSON bodies in and out, query
+string validation, cache headers and URLs."""
+import functools
+import json
+import math
+
+import jsonschema
+from oslo_middleware import request_id
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import webob
+import webob.dec
+import webob.exc
+
+from placement import errors
+from placement import exception
+from placement import microversion
+
+ENV_ERROR_CODE = 'placement.error_code'
+ERROR_CODE_MICROVERSION = (1, 23)
+FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@FORMAT_CHECKER.checks('uuid')
+def _is_uuid(instance):
+    if not isinstance(instance, str):
+        return True
+    return uuidutils.is_uuid_like(instance)
+
+
+def json_error_formatter(body, status, title, environ):
+    """Render a webob error in the API-WG error format upstream uses."""
+    body = webob.exc.strip_tags(body)
+    status_code = int(status.split(None, 1)[0])
+    error = {'status': status_code, 'title': title, 'detail': body}
+    version = environ.get(microversion.MICROVERSION_ENVIRON)
+    if version and version.matches(ERROR_CODE_MICROVERSION):
+        error['code'] = environ.get(ENV_ERROR_CODE) or errors.DEFAULT
+    if request_id.ENV_REQUEST_ID in environ:
+        error['request_id'] = environ[request_id.ENV_REQUEST_ID]
+    if (status_code == 406
+            and microversion.MICROVERSION_ENVIRON not in environ):
+        error['max_version'] = microversion.max_version_string()
+        error['min_version'] = microversion.min_version_string()
+    return {'errors': [error]}
+
+
+def http_error(exc_class, message=None, code=None, **kwargs):
+    """Build a webob HTTP error that renders in our JSON format."""
+    exc = exc_class(message, json_formatter=json_error_formatter, **kwargs)
+    exc.placement_code = code
+    return exc
+
+
+_DOMAIN_TO_HTTP = {
+    400: webob.exc.HTTPBadRequest,
+    403: webob.exc.HTTPForbidden,
+    404: webob.exc.HTTPNotFound,
+    409: webob.exc.HTTPConflict,
+    503: webob.exc.HTTPServiceUnavailable,
+}
+
+
+def domain_error_to_http(exc):
+    cls = _DOMAIN_TO_HTTP.get(exc.status, webob.exc.HTTPInternalServerError)
+    return http_error(cls, exc.format_message(), code=exc.code)
+
+
+class PlacementWsgify(webob.dec.wsgify):
+    """wsgify that renders every error, webob or domain, as JSON.
+
+    The error code (1.23+) rides on the exception as ``placement_code`` (or
+    webob's ``comment``, as upstream handlers pass it) and is moved into the
+    environ where the formatter finds it.
+    """
+
+    def call_func(self, req, *args, **kwargs):
+        try:
+            return super().call_func(req, *args, **kwargs)
+        except exception.PlacementError as exc:
+            http_exc = domain_error_to_http(exc)
+        except webob.exc.HTTPException as exc:
+            http_exc = exc
+        code = getattr(http_exc, 'placement_code', None) or http_exc.comment
+        if code:
+            req.environ[ENV_ERROR_CODE] = code
+        http_exc.comment = None
+        http_exc.json_formatter = json_error_formatter
+        raise http_exc
+
+
+wsgify = PlacementWsgify
+
+
+def want_version(req):
+    return microversion.want_version(req)
+
+
+def json_response(req, body, status=200, last_modified=None, location=None):
+    """Send ``body`` as JSON; from 1.15 add cache-control and last-modified.
+
+    ``last_modified`` may be None, in which case "now" is used from 1.15
+    (upstream does the same for bodies that are computed, not stored).
+    """
+    resp = req.response
+    resp.status = status
+    resp.body = json.dumps(body, separators=(', ', ': ')).encode('utf-8')
+    resp.content_type = 'application/json'
+    resp.charset = None
+    if location:
+        resp.location = location
+    if want_version(req).matches((1, 15)):
+        resp.cache_control = 'no-cache'
+        resp.last_modified = last_modified or timeutils.utcnow(
+            with_timezone=True)
+    return resp
+
+
+def no_content(req, status=204):
+    resp = req.response
+    resp.status = status
+    resp.content_type = None
+    resp.body = b''
+    return resp
+
+
+def pick_last_modified(last_modified, updated_at, created_at=None):
+    """Newest of what we had and a row's updated_at (or created_at)."""
+    current = updated_at or created_at
+    if current is None:
+        current = timeutils.utcnow(with_timezone=True)
+    elif current.tzinfo is None:
+        current = current.replace(tzinfo=timeutils.utcnow(
+            with_timezone=True).tzinfo)
+    if last_modified is None:
+        return current
+    return max(last_modified, current)
+
+
+# --- request bodies -----------------------------------------------------
+
+def _reject_constant(name):
+    raise ValueError('%s is not a valid JSON number' % name)
+
+
+def _check_strings(value, depth=0):
+    """Refuse strings a database cannot store: NUL and lone surrogates."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if '\x00' in item:
+                raise ValueError('NUL character in string')
+            try:
+                item.encode('utf-8')
+            except UnicodeEncodeError:
+                raise ValueError('invalid unicode in string')
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError('number out of range')
+
+
+def extract_json(body, schema):
+    """Parse and validate a JSON request body; 400 on any problem."""
+    try:
+        data = json.loads(body, parse_constant=_reject_constant)
+        _check_strings(data)
+    except RecursionError:
+        raise http_error(webob.exc.HTTPBadRequest,
+                         'Malformed JSON: nested too deeply')
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise http_error(webob.exc.HTTPBadRequest,
+                         'Malformed JSON: %s' % exc)
+    try:
+        jsonschema.validate(data, schema, format_checker=FORMAT_CHECKER)
+    except jsonschema.ValidationError as exc:
+        raise http_error(webob.exc.HTTPBadRequest,
+                         'JSON does not validate: %s' % exc)
+    except RecursionError:
+        raise http_error(webob.exc.HTTPBadRequest,
+                         'JSON does not validate: nested too deeply')
+    return data
+
+
+def require_content(content_type):
+    """Decorator: 415 unless the request body has ``content_type``."""
+    def decorator(f):
+        @functools.wraps(f)
+        def decorated(req):
+            if req.content_type != content_type:
+                bad = req.content_type or 'None'
+                raise http_error(
+                    webob.exc.HTTPUnsupportedMediaType,
+                    'The media type %(bad_type)s is not supported, use '
+                    '%(good_type)s' % {'bad_type': bad,
+                                       'good_type': content_type})
+            return f(req)
+        return decorated
+    return decorator
+
+
+def check_accept(*types):
+    """Decorator: 406 when an explicit Accept header matches none of types."""
+    def decorator(f):
+        @functools.wraps(f)
+        def decorated(req):
+            if req.accept and not req.accept.acceptable_offers(types):
+                raise http_error(
+                    webob.exc.HTTPNotAcceptable,
+                    'Only %s is provided' % ', '.join(types))
+            return f(req)
+        return decorated
+    return decorator
+
+
+# --- query strings ------------------------------------------------------
+
+def validate_query_params(req, schema):
+    """Validate the query string (last value of each key) against schema."""
+    try:
+        jsonschema.validate(dict(req.GET), schema,
+                            format_checker=FORMAT_CHECKER)
+    except (jsonschema.ValidationError, UnicodeDecodeError) as exc:
+        raise http_error(webob.exc.HTTPBadRequest,
+                         'Invalid query string parameters: %s' % exc)
+
+
+def wsgi_path_item(environ, name):
+    """A named field of the matched URL, or None."""
+    try:
+        return environ['wsgiorg.routing_args'][1][name]
+    except (KeyError, IndexError):
+        return None
+
+
+# --- URLs ---------------------------------------------------------------
+
+def _prefix(environ):
+    return environ.get('SCRIPT_NAME', '')
+
+
+def resource_provider_url(environ, rp_uuid):
+    return '%s/resource_providers/%s' % (_prefix(environ), rp_uuid)
+
+
+def inventory_url(environ, rp_uuid, resource_class=None):
+    url = '%s/inventories' % resource_provider_url(environ, rp_uuid)
+    if resource_class:
+        url = '%s/%s' % (url, resource_class)
+    return url
+
+
+def resource_class_url(environ, name):
+    return '%s/resource_classes/%s' % (_prefix(environ), name)
+
+
+def trait_url(environ, name):
+    return '%s/traits/%s' % (_prefix(environ), name)
