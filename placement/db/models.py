@@ -1,4 +1,5 @@
-"""The whole Placement data model, table for table as upstream's schema.
+"""The whole Placement data model, table for table as upstream's schema
+(as its migrations leave it at revision a082b8bb98d0).
 
 Keeping upstream's table and column names means a database that upstream's
 ``placement-manage db sync`` created can be served by us, and the other way.
@@ -38,7 +39,6 @@ class ResourceClass(BASE):
 class ResourceProvider(BASE):
     __tablename__ = 'resource_providers'
     __table_args__ = (
-        sa.Index('resource_providers_name_idx', 'name'),
         sa.Index('resource_providers_root_provider_id_idx',
                  'root_provider_id'),
         sa.Index('resource_providers_parent_provider_id_idx',
@@ -50,8 +50,9 @@ class ResourceProvider(BASE):
     uuid = sa.Column(sa.String(36), nullable=False)
     name = sa.Column(sa.Unicode(200), nullable=True)
     generation = sa.Column(sa.Integer, default=0)
+    # Nullable in the schema (as upstream's); every provider we write has one.
     root_provider_id = sa.Column(
-        sa.Integer, sa.ForeignKey('resource_providers.id'), nullable=False)
+        sa.Integer, sa.ForeignKey('resource_providers.id'), nullable=True)
     parent_provider_id = sa.Column(
         sa.Integer, sa.ForeignKey('resource_providers.id'), nullable=True)
 
@@ -107,7 +108,7 @@ class PlacementAggregate(BASE):
         sa.UniqueConstraint('uuid', name='uniq_placement_aggregates0uuid'),
     )
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
-    uuid = sa.Column(sa.String(36), index=True)
+    uuid = sa.Column(sa.String(36))
 
 
 class Trait(BASE):
@@ -159,6 +160,7 @@ class Consumer(BASE):
         sa.Index('consumers_project_id_uuid_idx', 'project_id', 'uuid'),
         sa.Index('consumers_project_id_user_id_uuid_idx', 'project_id',
                  'user_id', 'uuid'),
+        sa.Index('consumers_consumer_type_id_idx', 'consumer_type_id'),
         sa.UniqueConstraint('uuid', name='uniq_consumers0uuid'),
     )
     id = sa.Column(sa.Integer, primary_key=True, nullable=False,
@@ -169,7 +171,8 @@ class Consumer(BASE):
     generation = sa.Column(sa.Integer, nullable=False, server_default='0',
                            default=0)
     consumer_type_id = sa.Column(
-        sa.Integer, sa.ForeignKey('consumer_types.id'), index=True,
+        sa.Integer, sa.ForeignKey('consumer_types.id',
+                                  name='consumers_consumer_type_id_fkey'),
         nullable=True)
 
 
