@@ -16,7 +16,22 @@ def _sync_standard_classes(ctx):
     rows = [{'id': idx, 'name': name}
             for idx, name in enumerate(orc.STANDARDS) if idx not in have]
     if rows:
-        ctx.session.execute(models.RC.insert(), rows)
+        conn = ctx.session.connection()
+        mysql = conn.dialect.name == 'mysql'
+        if mysql:
+            # VCPU's id is 0, which MySQL/MariaDB otherwise treat as "next
+            # auto-increment value" (and then collide on id 1).
+            old_mode = conn.execute(sa.text('SELECT @@SESSION.sql_mode')
+                                    ).scalar()
+            conn.execute(sa.text(
+                "SET SESSION sql_mode = CONCAT_WS(',', @@SESSION.sql_mode, "
+                "'NO_AUTO_VALUE_ON_ZERO')"))
+        try:
+            ctx.session.execute(models.RC.insert(), rows)
+        finally:
+            if mysql:
+                conn.execute(sa.text('SET SESSION sql_mode = :m'),
+                             {'m': old_mode})
     return len(rows)
 
 
