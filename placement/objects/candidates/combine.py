@@ -1,0 +1,353 @@
+"""Combine gathered providers into allocation candidates: a pure function.
+
+The gather step (SQL) hands over, per request group and per anchor root,
+the providers that can serve each requested amount on their own. What is
+left is to pick one provider per group (one per resource class for the
+unnumbered group) so that, together, the picks respect:
+
+* capacity: several groups may draw on one provider; the summed amount per
+  (provider, class) must fit ``capacity - used`` and ``max_unit``;
+* traits of the unnumbered group: the providers it uses must collectively
+  hold every required any-of set and none may hold a forbidden trait
+  (numbered groups were filtered per provider in SQL);
+* ``group_policy=isolate``: numbered groups use distinct providers;
+* ``same_subtree``: the providers of the named groups all hang below one of
+  them;
+* old microversions (< 1.29, trees present): one provider per tree.
+
+The search is depth first, one group at a time, per anchor; a branch is
+dropped at its first violation and the generator yields each candidate as
+soon as it is complete, so a caller that wants ``limit`` candidates stops
+after ``limit`` of them: the work is proportional to the output, never to
+the Cartesian product of the groups' provider lists.
+
+Identical candidates (same allocations and same mappings) reached from two
+anchors -- a request served entirely by a sharing provider -- are yielded
+once, as upstream's set does.
+"""
+import itertools
+
+
+class Provider:
+    """What combine needs of one provider."""
+
+    __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory')
+
+    def __init__(self, id, uuid, parent_id, root_id, traits=(),
+                 inventory=None):
+        self.id = id
+        self.uuid = uuid
+        self.parent_id = parent_id
+        self.root_id = root_id
+        self.traits = frozenset(traits)
+        # {rc_name: (capacity, used, max_unit)}
+        self.inventory = inventory or {}
+
+
+class Group:
+    """One request group as gathered.
+
+    ``resources`` is a list of (rc_name, amount). For a numbered group
+    (``same_provider``) ``by_anchor`` maps anchor root id -> list of
+    provider ids that alone satisfy the whole group; for the unnumbered
+    group it maps anchor root id -> {rc_name: [provider ids]}.
+    ``required`` (list of any-of name sets) and ``forbidden`` are checked
+    here only for the unnumbered group.
+    """
+
+    __slots__ = ('suffix', 'same_provider', 'resources', 'by_anchor',
+                 'required', 'forbidden')
+
+    def __init__(self, suffix, resources, by_anchor, required=(),
+                 forbidden=()):
+        self.suffix = suffix
+        self.same_provider = bool(suffix)
+        self.resources = list(resources)
+        self.by_anchor = by_anchor
+        self.required = [frozenset(s) for s in required]
+        self.forbidden = frozenset(forbidden)
+
+
+class Candidate:
+    """One allocation request: {provider id: {rc: amount}} and mappings
+    {suffix: [provider ids]} (ids; the caller renders uuids)."""
+
+    __slots__ = ('allocations', 'mappings')
+
+    def __init__(self, allocations, mappings):
+        self.allocations = allocations
+        self.mappings = mappings
+
+    def key(self):
+        return (frozenset((rp, rc, amt)
+                          for rp, res in self.allocations.items()
+                          for rc, amt in res.items()),
+                frozenset((s, frozenset(rps))
+                          for s, rps in self.mappings.items()))
+
+
+def _ancestors(providers, rp_id):
+    seen = []
+    while rp_id is not None:
+        seen.append(rp_id)
+        prov = providers.get(rp_id)
+        rp_id = prov.parent_id if prov is not None else None
+    return seen
+
+
+def same_subtree_ok(providers, rp_ids):
+    """True when one of ``rp_ids`` is an ancestor-or-self of all of them."""
+    rp_ids = set(rp_ids)
+    if len(rp_ids) <= 1:
+        return True
+    common = None
+    for rp in rp_ids:
+        anc = set(_ancestors(providers, rp))
+        common = anc if common is None else common & anc
+        if not common:
+            return False
+    return bool(common & rp_ids)
+
+
+class _Search:
+    """The depth-first search over one anchor."""
+
+    def __init__(self, providers, groups, isolate, same_subtrees,
+                 one_provider_per_tree, shuffle):
+        self.providers = providers
+        self.isolate = isolate
+        self.one_per_tree = one_provider_per_tree
+        self.shuffle = shuffle
+        # Place the unnumbered group first (it has the most freedom and its
+        # traits prune early), then the same_subtree groups together so the
+        # subtree check fires as early as possible, then the others.
+        in_subtree = [s for sub in same_subtrees for s in sorted(sub)]
+        order = {s: i for i, s in enumerate(dict.fromkeys(in_subtree))}
+        self.groups = sorted(
+            groups, key=lambda g: (g.same_provider,
+                                   order.get(g.suffix, len(order))))
+        # After placing group index i, which same_subtree sets are complete?
+        placed = set()
+        self.subtree_checks = []
+        pending = [frozenset(s) for s in same_subtrees]
+        for g in self.groups:
+            placed.add(g.suffix)
+            done = [s for s in pending if s <= placed]
+            pending = [s for s in pending if not s <= placed]
+            self.subtree_checks.append(done)
+        self.used = {}            # (rp, rc) -> amount added so far
+        self.alloc = {}           # rp -> {rc: amount}
+        self.mappings = {}        # suffix -> [rp ids]
+        self.numbered_rps = set()
+        self.root_owner = {}      # root -> rp (old microversions only)
+        self.root_count = {}
+
+    # -- capacity bookkeeping ------------------------------------------
+    def _fits(self, rp, rc, amount):
+        inv = self.providers[rp].inventory.get(rc)
+        if inv is None:
+            return False
+        capacity, used, max_unit = inv
+        total = self.used.get((rp, rc), 0) + amount
+        return used + total <= capacity and total <= max_unit
+
+    def _take(self, rp, rc, amount):
+        self.used[(rp, rc)] = self.used.get((rp, rc), 0) + amount
+        res = self.alloc.setdefault(rp, {})
+        res[rc] = res.get(rc, 0) + amount
+
+    def _give_back(self, rp, rc, amount):
+        left = self.used[(rp, rc)] - amount
+        res = self.alloc[rp]
+        if left:
+            self.used[(rp, rc)] = left
+            res[rc] = left
+        else:
+            del self.used[(rp, rc)]
+            del res[rc]
+            if not res:
+                del self.alloc[rp]
+
+    def _claim_tree(self, rp):
+        """Old microversions: a tree may contribute one provider only."""
+        if not self.one_per_tree:
+            return True
+        root = self.providers[rp].root_id
+        owner = self.root_owner.get(root)
+        if owner is not None and owner != rp:
+            return False
+        self.root_owner[root] = rp
+        self.root_count[root] = self.root_count.get(root, 0) + 1
+        return True
+
+    def _release_tree(self, rp):
+        if not self.one_per_tree:
+            return
+        root = self.providers[rp].root_id
+        self.root_count[root] -= 1
+        if not self.root_count[root]:
+            del self.root_count[root]
+            del self.root_owner[root]
+
+    def _order(self, items):
+        if self.shuffle is not None:
+            items = list(items)
+            self.shuffle(items)
+        return items
+
+    # -- the search ----------------------------------------------------
+    def run(self, anchor):
+        yield from self._place(0, anchor)
+
+    def _subtrees_ok(self, idx):
+        for suffixes in self.subtree_checks[idx]:
+            rps = set()
+            for s in suffixes:
+                rps.update(self.mappings.get(s, ()))
+            if not same_subtree_ok(self.providers, rps):
+                return False
+        return True
+
+    def _place(self, idx, anchor):
+        if idx == len(self.groups):
+            yield Candidate(
+                {rp: dict(res) for rp, res in self.alloc.items()},
+                {s: list(rps) for s, rps in self.mappings.items()})
+            return
+        group = self.groups[idx]
+        if group.same_provider:
+            yield from self._place_numbered(idx, group, anchor)
+        else:
+            per_rc = group.by_anchor.get(anchor)
+            if per_rc is None:
+                return
+            yield from self._place_unnumbered(idx, group, anchor, per_rc, 0,
+                                              [])
+
+    def _place_numbered(self, idx, group, anchor):
+        for rp in self._order(group.by_anchor.get(anchor, ())):
+            if self.isolate and rp in self.numbered_rps:
+                continue
+            if not all(self._fits(rp, rc, amt)
+                       for rc, amt in group.resources):
+                continue
+            if not self._claim_tree(rp):
+                continue
+            for rc, amt in group.resources:
+                self._take(rp, rc, amt)
+            if self.isolate:
+                self.numbered_rps.add(rp)
+            self.mappings[group.suffix] = [rp]
+            if self._subtrees_ok(idx):
+                yield from self._place(idx + 1, anchor)
+            del self.mappings[group.suffix]
+            if self.isolate:
+                self.numbered_rps.discard(rp)
+            for rc, amt in group.resources:
+                self._give_back(rp, rc, amt)
+            self._release_tree(rp)
+
+    def _unnumbered_traits_ok(self, group, chosen):
+        have = set()
+        for rp in set(chosen):
+            traits = self.providers[rp].traits
+            if traits & group.forbidden:
+                return False
+            have |= traits
+        return all(any_of & have for any_of in group.required)
+
+    def _place_unnumbered(self, idx, group, anchor, per_rc, pos, chosen):
+        if pos == len(group.resources):
+            if not self._unnumbered_traits_ok(group, chosen):
+                return
+            self.mappings[group.suffix] = list(dict.fromkeys(chosen))
+            if self._subtrees_ok(idx):
+                yield from self._place(idx + 1, anchor)
+            del self.mappings[group.suffix]
+            return
+        rc, amt = group.resources[pos]
+        for rp in self._order(per_rc.get(rc, ())):
+            if self.providers[rp].traits & group.forbidden:
+                continue
+            if not self._fits(rp, rc, amt):
+                continue
+            if not self._claim_tree(rp):
+                continue
+            self._take(rp, rc, amt)
+            chosen.append(rp)
+            yield from self._place_unnumbered(idx, group, anchor, per_rc,
+                                              pos + 1, chosen)
+            chosen.pop()
+            self._give_back(rp, rc, amt)
+            self._release_tree(rp)
+
+
+def viable_anchors(groups):
+    """Anchors that every group can use, in ascending id order."""
+    anchors = None
+    for g in groups:
+        keys = set(g.by_anchor)
+        if not g.same_provider:
+            keys = {a for a, per_rc in g.by_anchor.items()
+                    if all(per_rc.get(rc) for rc, _ in g.resources)}
+        anchors = keys if anchors is None else anchors & keys
+    return sorted(anchors or ())
+
+
+def _roundrobin(generators):
+    active = list(generators)
+    while active:
+        still = []
+        for gen in active:
+            try:
+                yield next(gen)
+            except StopIteration:
+                continue
+            still.append(gen)
+        active = still
+
+
+def combine(providers, groups, isolate=False, same_subtrees=(),
+            one_provider_per_tree=False, strategy='depth-first',
+            anchors=None, seen=None, shuffle=None):
+    """Yield Candidates, one per distinct allocation request.
+
+    :param providers: {id: Provider} for every provider a group may use.
+    :param groups: list of Group.
+    :param isolate: group_policy=isolate.
+    :param same_subtrees: list of sets of suffixes.
+    :param one_provider_per_tree: drop candidates using two providers of
+        one tree (microversions before 1.29 when trees exist).
+    :param strategy: 'depth-first' (anchor after anchor) or
+        'breadth-first' (round-robin across anchors).
+    :param anchors: the anchor roots to try, in order; default all viable.
+    :param seen: a set shared across calls to drop duplicates.
+    :param shuffle: a callable shuffling a list in place, for randomized
+        orders; None keeps a deterministic order.
+    """
+    if not groups:
+        return
+    if anchors is None:
+        anchors = viable_anchors(groups)
+    if shuffle is not None:
+        anchors = list(anchors)
+        shuffle(anchors)
+    if seen is None:
+        seen = set()
+
+    def per_anchor(anchor):
+        search = _Search(providers, groups, isolate, same_subtrees,
+                         one_provider_per_tree, shuffle)
+        return search.run(anchor)
+
+    if strategy == 'breadth-first':
+        stream = _roundrobin(per_anchor(a) for a in anchors)
+    else:
+        stream = itertools.chain.from_iterable(per_anchor(a)
+                                               for a in anchors)
+    for cand in stream:
+        key = cand.key()
+        if key in seen:
+            continue
+        seen.add(key)
+        yield cand

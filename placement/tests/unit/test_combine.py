@@ -1,0 +1,251 @@
+"""The depth-first combiner on tiny worlds written inline."""
+import itertools
+import time
+
+from placement.objects.candidates import combine as cb
+
+P = cb.Provider
+G = cb.Group
+
+
+def world(*provs):
+    return {p.id: p for p in provs}
+
+
+def inv(cap, used=0, max_unit=None):
+    return (cap, used, cap if max_unit is None else max_unit)
+
+
+def run(providers, groups, limit=None, **kw):
+    gen = cb.combine(providers, groups, **kw)
+    if limit is not None:
+        gen = itertools.islice(gen, limit)
+    return list(gen)
+
+
+def alloc_set(cands):
+    return {frozenset((rp, rc, amt) for rp, res in c.allocations.items()
+                      for rc, amt in res.items()) for c in cands}
+
+
+def wide_tree(children=8):
+    provs = [P(1, 'root', None, 1)]
+    for i in range(children):
+        provs.append(P(10 + i, 'c%d' % i, 1, 1,
+                       inventory={'CUSTOM_X': inv(1)}))
+    return world(*provs)
+
+
+def wide_groups(n, children=8):
+    kids = list(range(10, 10 + children))
+    return [G(str(i + 1), [('CUSTOM_X', 1)], {1: kids}) for i in range(n)]
+
+
+def test_wide_tree_six_isolated_groups_all_permutations():
+    provs = wide_tree()
+    start = time.time()
+    cands = run(provs, wide_groups(6), isolate=True)
+    elapsed = time.time() - start
+    assert len(cands) == 8 * 7 * 6 * 5 * 4 * 3
+    assert elapsed < 5
+    for c in cands[:50]:
+        used = [c.mappings[str(i + 1)][0] for i in range(6)]
+        assert len(set(used)) == 6
+
+
+def test_wide_tree_limit_stops_early():
+    provs = wide_tree()
+    start = time.time()
+    cands = run(provs, wide_groups(8), isolate=True, limit=1)
+    assert len(cands) == 1
+    assert time.time() - start < 0.05
+
+
+def test_wide_tree_eight_groups_count():
+    cands = run(wide_tree(), wide_groups(8), isolate=True)
+    assert len(cands) == 40320
+
+
+def test_wide_tree_more_groups_than_children_is_empty():
+    assert run(wide_tree(4), wide_groups(5, 4), isolate=True) == []
+
+
+def test_capacity_shared_across_groups():
+    # One provider with 3 units: two groups of 2 cannot both use it.
+    provs = world(P(1, 'r', None, 1, inventory={'VCPU': inv(3)}),
+                  P(2, 'c', 1, 1, inventory={'VCPU': inv(2)}))
+    groups = [G('1', [('VCPU', 2)], {1: [1, 2]}),
+              G('2', [('VCPU', 2)], {1: [1, 2]})]
+    cands = run(provs, groups)
+    maps = sorted((c.mappings['1'][0], c.mappings['2'][0]) for c in cands)
+    assert maps == [(1, 2), (2, 1)]
+
+
+def test_capacity_counts_existing_usage_and_max_unit():
+    provs = world(P(1, 'r', None, 1, inventory={'VCPU': inv(8, used=5,
+                                                             max_unit=2)}))
+    groups = [G('1', [('VCPU', 2)], {1: [1]}),
+              G('2', [('VCPU', 1)], {1: [1]})]
+    # 3 units fit the capacity left (3) but exceed max_unit 2 combined.
+    assert run(provs, groups) == []
+
+
+def test_group_policy_none_allows_same_provider():
+    provs = world(P(1, 'r', None, 1, inventory={'VCPU': inv(4)}))
+    groups = [G('1', [('VCPU', 1)], {1: [1]}),
+              G('2', [('VCPU', 1)], {1: [1]})]
+    cands = run(provs, groups)
+    assert len(cands) == 1
+    assert cands[0].allocations == {1: {'VCPU': 2}}
+    assert run(provs, groups, isolate=True) == []
+
+
+def test_unnumbered_group_spreads_over_tree_and_checks_traits():
+    provs = world(
+        P(1, 'cn', None, 1, traits={'HW_CPU_X86_AVX'},
+          inventory={'VCPU': inv(4)}),
+        P(2, 'numa', 1, 1, inventory={'VCPU': inv(4),
+                                      'MEMORY_MB': inv(1024)}))
+    g = G('', [('VCPU', 1), ('MEMORY_MB', 256)],
+          {1: {'VCPU': [1, 2], 'MEMORY_MB': [2]}},
+          required=[{'HW_CPU_X86_AVX'}])
+    cands = run(provs, [g])
+    # Only the combination that involves cn (which holds the trait).
+    assert alloc_set(cands) == {
+        frozenset({(1, 'VCPU', 1), (2, 'MEMORY_MB', 256)})}
+    assert sorted(cands[0].mappings['']) == [1, 2]
+
+
+def test_unnumbered_forbidden_trait_on_any_used_provider():
+    provs = world(
+        P(1, 'cn', None, 1, inventory={'VCPU': inv(4)}),
+        P(2, 'numa', 1, 1, traits={'CUSTOM_BAD'},
+          inventory={'VCPU': inv(4), 'MEMORY_MB': inv(1024)}))
+    g = G('', [('VCPU', 1), ('MEMORY_MB', 256)],
+          {1: {'VCPU': [1, 2], 'MEMORY_MB': [2]}}, forbidden={'CUSTOM_BAD'})
+    assert run(provs, [g]) == []
+
+
+def test_any_of_traits_collectively():
+    provs = world(
+        P(1, 'cn', None, 1, traits={'CUSTOM_B'}, inventory={'VCPU': inv(4)}))
+    g = G('', [('VCPU', 1)], {1: {'VCPU': [1]}},
+          required=[{'CUSTOM_A', 'CUSTOM_B'}])
+    assert len(run(provs, [g])) == 1
+    g.required = [frozenset({'CUSTOM_A', 'CUSTOM_C'})]
+    assert run(provs, [g]) == []
+
+
+def test_same_subtree():
+    #      r
+    #    /   \
+    #   n0    n1
+    #   |      |
+    #  pf0    pf1
+    provs = world(
+        P(1, 'r', None, 1),
+        P(2, 'n0', 1, 1, inventory={'VCPU': inv(4)}),
+        P(3, 'n1', 1, 1, inventory={'VCPU': inv(4)}),
+        P(4, 'pf0', 2, 1, inventory={'VF': inv(4)}),
+        P(5, 'pf1', 3, 1, inventory={'VF': inv(4)}))
+    groups = [G('C', [('VCPU', 1)], {1: [2, 3]}),
+              G('N', [('VF', 1)], {1: [4, 5]})]
+    all_c = run(provs, groups)
+    assert len(all_c) == 4
+    sub = run(provs, groups, same_subtrees=[{'C', 'N'}])
+    assert sorted((c.mappings['C'][0], c.mappings['N'][0])
+                  for c in sub) == [(2, 4), (3, 5)]
+
+
+def test_same_subtree_resourceless_group():
+    provs = world(
+        P(1, 'r', None, 1),
+        P(2, 'n0', 1, 1, traits={'CUSTOM_NUMA'}),
+        P(3, 'n1', 1, 1, traits={'CUSTOM_NUMA'}),
+        P(4, 'pf0', 2, 1, inventory={'VF': inv(4)}),
+        P(5, 'pf1', 3, 1, inventory={'VF': inv(4)}))
+    groups = [G('N', [], {1: [2, 3]}), G('V', [('VF', 1)], {1: [4, 5]})]
+    sub = run(provs, groups, same_subtrees=[{'N', 'V'}])
+    assert sorted((c.mappings['N'][0], c.mappings['V'][0])
+                  for c in sub) == [(2, 4), (3, 5)]
+    assert all(c.allocations == {c.mappings['V'][0]: {'VF': 1}}
+               for c in sub)
+
+
+def test_sharing_provider_serves_several_anchors_once_each():
+    provs = world(
+        P(1, 'cn1', None, 1, inventory={'VCPU': inv(4)}),
+        P(2, 'cn2', None, 2, inventory={'VCPU': inv(4)}),
+        P(3, 'ss', None, 3, traits={'MISC_SHARES_VIA_AGGREGATE'},
+          inventory={'DISK_GB': inv(100)}))
+    g = G('', [('VCPU', 1), ('DISK_GB', 10)],
+          {1: {'VCPU': [1], 'DISK_GB': [3]},
+           2: {'VCPU': [2], 'DISK_GB': [3]}})
+    assert alloc_set(run(provs, [g])) == {
+        frozenset({(1, 'VCPU', 1), (3, 'DISK_GB', 10)}),
+        frozenset({(2, 'VCPU', 1), (3, 'DISK_GB', 10)})}
+
+
+def test_sharing_only_request_deduplicated_across_anchors():
+    provs = world(
+        P(1, 'cn1', None, 1), P(2, 'cn2', None, 2),
+        P(3, 'ss', None, 3, inventory={'DISK_GB': inv(100)}))
+    g = G('', [('DISK_GB', 10)], {a: {'DISK_GB': [3]} for a in (1, 2, 3)})
+    assert len(run(provs, [g])) == 1
+
+
+def test_nested_unnumbered_and_numbered_share_capacity():
+    provs = world(
+        P(1, 'cn', None, 1, inventory={'VCPU': inv(2)}),
+        P(2, 'numa', 1, 1, inventory={'VCPU': inv(1)}))
+    groups = [G('', [('VCPU', 1)], {1: {'VCPU': [1, 2]}}),
+              G('1', [('VCPU', 2)], {1: [1]})]
+    cands = run(provs, groups)
+    assert alloc_set(cands) == {frozenset({(2, 'VCPU', 1),
+                                           (1, 'VCPU', 2)})}
+
+
+def test_one_provider_per_tree_for_old_microversions():
+    provs = world(
+        P(1, 'cn', None, 1, inventory={'VCPU': inv(2)}),
+        P(2, 'numa', 1, 1, inventory={'MEMORY_MB': inv(100)}),
+        P(3, 'cn2', None, 3, inventory={'VCPU': inv(2),
+                                        'MEMORY_MB': inv(100)}))
+    g = G('', [('VCPU', 1), ('MEMORY_MB', 10)],
+          {1: {'VCPU': [1], 'MEMORY_MB': [2]},
+           3: {'VCPU': [3], 'MEMORY_MB': [3]}})
+    assert len(run(provs, [g])) == 2
+    cands = run(provs, [g], one_provider_per_tree=True)
+    assert alloc_set(cands) == {frozenset({(3, 'VCPU', 1),
+                                           (3, 'MEMORY_MB', 10)})}
+
+
+def test_anchor_needs_every_group():
+    provs = world(P(1, 'a', None, 1, inventory={'VCPU': inv(2)}),
+                  P(2, 'b', None, 2, inventory={'VCPU': inv(2),
+                                                'VF': inv(2)}))
+    groups = [G('1', [('VCPU', 1)], {1: [1], 2: [2]}),
+              G('2', [('VF', 1)], {2: [2]})]
+    assert cb.viable_anchors(groups) == [2]
+    assert len(run(provs, groups)) == 1
+
+
+def test_breadth_first_interleaves_anchors():
+    provs = world(*[P(i, str(i), None, i, inventory={'VCPU': inv(4)})
+                    for i in (1, 2)])
+    provs[10] = P(10, 'c', 1, 1, inventory={'VCPU': inv(4)})
+    provs[20] = P(20, 'd', 2, 2, inventory={'VCPU': inv(4)})
+    g = G('1', [('VCPU', 1)], {1: [1, 10], 2: [2, 20]})
+    first_two = run(provs, [g], limit=2, strategy='breadth-first')
+    assert {c.mappings['1'][0] for c in first_two} == {1, 2}
+    first_two = run(provs, [g], limit=2)
+    assert {c.mappings['1'][0] for c in first_two} == {1, 10}
+
+
+def test_same_subtree_ok_helper():
+    provs = world(P(1, 'r', None, 1), P(2, 'a', 1, 1), P(3, 'b', 2, 1),
+                  P(4, 'c', 1, 1))
+    assert cb.same_subtree_ok(provs, {2, 3})
+    assert cb.same_subtree_ok(provs, {1, 3, 4})
+    assert not cb.same_subtree_ok(provs, {3, 4})
+    assert cb.same_subtree_ok(provs, {4})
