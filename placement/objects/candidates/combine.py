@@ -69,14 +69,60 @@ class Group:
 
 
 class Candidate:
-    """One allocation request: {provider id: {rc: amount}} and mappings
-    {suffix: [provider ids]} (ids; the caller renders uuids)."""
+    """One allocation request, kept as the raw picks until rendered.
 
-    __slots__ = ('allocations', 'mappings')
+    ``picks`` holds, per group in search order, the provider id (numbered
+    group) or the tuple of provider ids per resource class (unnumbered).
+    ``allocations`` ({provider id: {rc: amount}}) and ``mappings``
+    ({suffix: [provider ids]}) are computed on first use.
+    """
 
-    def __init__(self, allocations, mappings):
-        self.allocations = allocations
-        self.mappings = mappings
+    __slots__ = ('groups', 'picks', '_alloc', '_maps')
+
+    def __init__(self, groups, picks):
+        self.groups = groups
+        self.picks = picks
+        self._alloc = None
+        self._maps = None
+
+    def _build(self):
+        alloc = {}
+        maps = {}
+        for group, pick in zip(self.groups, self.picks):
+            if group.same_provider:
+                maps[group.suffix] = [pick]
+                if group.resources:
+                    res = alloc.setdefault(pick, {})
+                    for rc, amt in group.resources:
+                        res[rc] = res.get(rc, 0) + amt
+            else:
+                maps[group.suffix] = list(dict.fromkeys(pick))
+                for rp, (rc, amt) in zip(pick, group.resources):
+                    res = alloc.setdefault(rp, {})
+                    res[rc] = res.get(rc, 0) + amt
+        self._alloc = alloc
+        self._maps = maps
+
+    @property
+    def allocations(self):
+        if self._alloc is None:
+            self._build()
+        return self._alloc
+
+    @property
+    def mappings(self):
+        if self._maps is None:
+            self._build()
+        return self._maps
+
+    def provider_ids(self):
+        ids = set()
+        for group, pick in zip(self.groups, self.picks):
+            if group.same_provider:
+                ids.add(pick)
+            else:
+                ids.update(pick)
+        return ids
 
     def key(self):
         return (frozenset((rp, rc, amt)
@@ -136,8 +182,7 @@ class _Search:
             pending = [s for s in pending if not s <= placed]
             self.subtree_checks.append(done)
         self.used = {}            # (rp, rc) -> amount added so far
-        self.alloc = {}           # rp -> {rc: amount}
-        self.mappings = {}        # suffix -> [rp ids]
+        self.picks = [None] * len(self.groups)
         self.numbered_rps = set()
         self.root_owner = {}      # root -> rp (old microversions only)
         self.root_count = {}
@@ -153,20 +198,9 @@ class _Search:
 
     def _take(self, rp, rc, amount):
         self.used[(rp, rc)] = self.used.get((rp, rc), 0) + amount
-        res = self.alloc.setdefault(rp, {})
-        res[rc] = res.get(rc, 0) + amount
 
     def _give_back(self, rp, rc, amount):
-        left = self.used[(rp, rc)] - amount
-        res = self.alloc[rp]
-        if left:
-            self.used[(rp, rc)] = left
-            res[rc] = left
-        else:
-            del self.used[(rp, rc)]
-            del res[rc]
-            if not res:
-                del self.alloc[rp]
+        self.used[(rp, rc)] -= amount
 
     def _claim_tree(self, rp):
         """Old microversions: a tree may contribute one provider only."""
@@ -202,17 +236,20 @@ class _Search:
     def _subtrees_ok(self, idx):
         for suffixes in self.subtree_checks[idx]:
             rps = set()
-            for s in suffixes:
-                rps.update(self.mappings.get(s, ()))
+            for pos, group in enumerate(self.groups[:idx + 1]):
+                if group.suffix in suffixes:
+                    pick = self.picks[pos]
+                    if group.same_provider:
+                        rps.add(pick)
+                    else:
+                        rps.update(pick)
             if not same_subtree_ok(self.providers, rps):
                 return False
         return True
 
     def _place(self, idx, anchor):
         if idx == len(self.groups):
-            yield Candidate(
-                {rp: dict(res) for rp, res in self.alloc.items()},
-                {s: list(rps) for s, rps in self.mappings.items()})
+            yield tuple(self.picks)
             return
         group = self.groups[idx]
         if group.same_provider:
@@ -237,10 +274,9 @@ class _Search:
                 self._take(rp, rc, amt)
             if self.isolate:
                 self.numbered_rps.add(rp)
-            self.mappings[group.suffix] = [rp]
+            self.picks[idx] = rp
             if self._subtrees_ok(idx):
                 yield from self._place(idx + 1, anchor)
-            del self.mappings[group.suffix]
             if self.isolate:
                 self.numbered_rps.discard(rp)
             for rc, amt in group.resources:
@@ -260,10 +296,9 @@ class _Search:
         if pos == len(group.resources):
             if not self._unnumbered_traits_ok(group, chosen):
                 return
-            self.mappings[group.suffix] = list(dict.fromkeys(chosen))
+            self.picks[idx] = tuple(chosen)
             if self._subtrees_ok(idx):
                 yield from self._place(idx + 1, anchor)
-            del self.mappings[group.suffix]
             return
         rc, amt = group.resources[pos]
         for rp in self._order(per_rc.get(rc, ())):
@@ -309,7 +344,7 @@ def _roundrobin(generators):
 
 def combine(providers, groups, isolate=False, same_subtrees=(),
             one_provider_per_tree=False, strategy='depth-first',
-            anchors=None, seen=None, shuffle=None):
+            anchors=None, seen=None, shuffle=None, shared_ids=None):
     """Yield Candidates, one per distinct allocation request.
 
     :param providers: {id: Provider} for every provider a group may use.
@@ -324,6 +359,9 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
     :param seen: a set shared across calls to drop duplicates.
     :param shuffle: a callable shuffling a list in place, for randomized
         orders; None keeps a deterministic order.
+    :param shared_ids: ids of providers usable under several anchors
+        (sharing providers) when the caller combines in several batches;
+        default: worked out from ``groups``.
     """
     if not groups:
         return
@@ -335,6 +373,21 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
     if seen is None:
         seen = set()
 
+    # Only a candidate made wholly of providers that several anchors can
+    # use (sharing providers) can come out twice; key only those.
+    seen_under = {}
+    for g in groups:
+        for anchor, rps in g.by_anchor.items():
+            if not g.same_provider:
+                rps = [rp for lst in rps.values() for rp in lst]
+            for rp in rps:
+                seen_under.setdefault(rp, set()).add(anchor)
+    multi = {rp for rp, anc in seen_under.items() if len(anc) > 1}
+    if shared_ids is not None:
+        multi = set(shared_ids)
+    search_groups = _Search(providers, groups, isolate, same_subtrees,
+                            one_provider_per_tree, shuffle).groups
+
     def per_anchor(anchor):
         search = _Search(providers, groups, isolate, same_subtrees,
                          one_provider_per_tree, shuffle)
@@ -345,9 +398,11 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
     else:
         stream = itertools.chain.from_iterable(per_anchor(a)
                                                for a in anchors)
-    for cand in stream:
-        key = cand.key()
-        if key in seen:
-            continue
-        seen.add(key)
+    for picks in stream:
+        cand = Candidate(search_groups, picks)
+        if multi and cand.provider_ids() <= multi:
+            key = cand.key()
+            if key in seen:
+                continue
+            seen.add(key)
         yield cand
