@@ -166,11 +166,16 @@ def config_files_from_env(environ=None):
 
 
 def build_conf(args=None, default_config_files=None, environ=None,
-               logging_setup=False):
-    """Return a fresh, parsed ConfigOpts with every placement option."""
+               logging_setup=False, cli_opts=()):
+    """Return a fresh, parsed ConfigOpts with every placement option.
+
+    ``cli_opts`` (e.g. a command's SubCommandOpt) are registered before
+    ``args`` are parsed.
+    """
     conf = cfg.ConfigOpts()
     register_opts(conf)
     logging.register_options(conf)
+    conf.register_cli_opts(cli_opts)
     if default_config_files is None:
         default_config_files = config_files_from_env(environ)
     conf(args if args is not None else [], project='placement',

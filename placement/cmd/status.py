@@ -1,0 +1,85 @@
+"""placement-status upgrade check [--json]: is this deployment ready to
+run a newer placement? Exit codes are oslo.upgradecheck's: 0 success,
+1 warning, 2 failure, 255 the checks themselves broke."""
+import sys
+
+from oslo_upgradecheck import common_checks
+from oslo_upgradecheck import upgradecheck
+
+from placement import conf as placement_conf
+from placement import context as placement_context
+from placement.db import api as db_api
+from placement.objects import data_migration
+
+_RUN_MIGRATIONS = ('Run the "placement-manage db online_data_migrations" '
+                   'command.')
+
+
+class Checks(upgradecheck.UpgradeCommands):
+    """The checks, named as upstream names them in the results table."""
+
+    def __init__(self, config=None):
+        self.config = config
+
+    def _context(self):
+        return placement_context.admin_context(self.config)
+
+    def _check_root_provider_ids(self):
+        """Providers from before nested providers may lack a root id; the
+        schema migrations after this release refuse to run until the online
+        data migration has filled it in."""
+        if data_migration.has_missing_root_ids(self._context()):
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                details='There is at least one resource provider table '
+                        'record which misses its root provider id. '
+                        + _RUN_MIGRATIONS)
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _check_incomplete_consumers(self):
+        """Allocations written before consumers were recorded have no
+        consumers row (so no project, user or generation); the online data
+        migration creates them."""
+        missing = data_migration.count_incomplete_consumers(self._context())
+        if missing:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                details='There are %s incomplete consumers table records '
+                        'for existing allocations. %s'
+                        % (missing, _RUN_MIGRATIONS))
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _check_policy_json(self):
+        """JSON policy files are deprecated in favour of YAML."""
+        return common_checks.check_policy_json(self, self.config)
+
+    _upgrade_checks = (
+        ('Missing Root Provider IDs', _check_root_provider_ids),
+        ('Incomplete Consumers', _check_incomplete_consumers),
+        ('Policy File JSON to YAML Migration', _check_policy_json),
+    )
+
+
+class _OptCollector(list):
+    """Receives the 'upgrade check' SubCommandOpt from oslo.upgradecheck
+    so that build_conf registers it before parsing."""
+
+    def register_cli_opt(self, opt):
+        self.append(opt)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    checks = Checks()
+    opts = _OptCollector()
+    upgradecheck.register_cli_options(opts, checks)
+    config = placement_conf.build_conf(args=argv, cli_opts=opts)
+    checks.config = config
+    # oslo.upgradecheck reads --json from its module-level CONF.
+    upgradecheck.CONF = config
+    db_api.configure(config)
+    return upgradecheck.run(config)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
