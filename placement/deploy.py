@@ -1,6 +1,7 @@
 """Build the WSGI application from config: the middleware stack, outermost
 first: request id -> CORS -> fault barrier -> JSON errors by default ->
-auth -> request context -> microversion -> routes table -> handler."""
+auth -> request context -> microversion -> body size limit -> routes table
+-> handler."""
 from microversion_parse import middleware as mp_middleware
 import oslo_middleware
 from oslo_middleware import cors
@@ -19,6 +20,8 @@ from placement import util
 def deploy(conf):
     """Assemble the middleware pipeline around the placement handler."""
     application = handler.PlacementHandler(config=conf)
+    # Innermost, so a 413 carries the microversion's error code.
+    application = fault_wrap.BodySizeLimiter(application, conf)
     application = mp_middleware.MicroversionMiddleware(
         application, microversion.SERVICE_TYPE, microversion.VERSIONS,
         json_error_formatter=util.json_error_formatter)

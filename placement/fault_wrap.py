@@ -1,25 +1,65 @@
 """The fault barrier: no exception and no traceback ever reaches a client.
 
-A lost database answers 503 (retry later), anything else 500, both in
-upstream's JSON error format with the request id, and logged here.
+A lost database answers 503 (retry later), a value the database refuses
+400, a deadlock that outlived its retries 409 (the client's usual retry
+path), anything else 500; all in upstream's JSON error format with the
+request id, and logged here. Also here: the request body size limit.
 """
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
+from oslo_middleware import sizelimit
+import sqlalchemy.exc as sa_exc
 import webob.dec
 import webob.exc
 
+from placement import errors
 from placement import util
 
 LOG = logging.getLogger(__name__)
 
 DB_UNAVAILABLE_MSG = ('The placement database is unavailable. '
                       'Please retry in a moment.')
+DB_DATA_MSG = ('The request holds a value the database cannot store '
+               '(too long, too large or malformed).')
+DEADLOCK_MSG = ('Another thread concurrently updated the data. '
+                'Please retry your update')
 
 
 def is_db_unavailable(exc):
-    return isinstance(exc, (db_exc.DBConnectionError,)) or (
-        isinstance(exc, db_exc.DBError)
-        and 'connect' in str(exc).lower())
+    """Connection refused, lost or timed out, or no pooled connection."""
+    if isinstance(exc, (db_exc.DBConnectionError, sa_exc.TimeoutError)):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, sa_exc.OperationalError):
+        # A plain (non oslo.db) engine, as some tests use.
+        return 'connect' in str(exc).lower()
+    return isinstance(exc, db_exc.DBError) and not isinstance(
+        exc, (db_exc.DBDataError, db_exc.DBDeadlock,
+              db_exc.DBDuplicateEntry, db_exc.DBReferenceError,
+              db_exc.DBConstraintError)) and (
+        'connect' in str(exc).lower())
+
+
+def is_db_data_error(exc):
+    """The database refused a value: out of range, too long, not text."""
+    return isinstance(exc, (db_exc.DBDataError, sa_exc.DataError,
+                            OverflowError))
+
+
+def _error_response(exc):
+    if is_db_unavailable(exc):
+        LOG.warning('Database unavailable: %s', exc)
+        return util.http_error(webob.exc.HTTPServiceUnavailable,
+                               DB_UNAVAILABLE_MSG)
+    if is_db_data_error(exc):
+        LOG.info('Database refused a value: %s', exc)
+        return util.http_error(webob.exc.HTTPBadRequest, DB_DATA_MSG)
+    if isinstance(exc, db_exc.DBDeadlock):
+        LOG.warning('Deadlock outlived its retries: %s', exc)
+        return util.http_error(webob.exc.HTTPConflict, DEADLOCK_MSG,
+                               code=errors.CONCURRENT_UPDATE)
+    return None
 
 
 class FaultWrapper:
@@ -32,16 +72,40 @@ class FaultWrapper:
         try:
             return req.get_response(self.application)
         except Exception as exc:  # noqa: BLE001 - this is the barrier
-            if is_db_unavailable(exc):
-                LOG.warning('Database unavailable: %s', exc)
-                return util.http_error(webob.exc.HTTPServiceUnavailable,
-                                       DB_UNAVAILABLE_MSG)
-            LOG.exception('Unhandled error while serving %s %s',
-                          req.method, req.path)
-            return util.http_error(
-                webob.exc.HTTPInternalServerError,
-                'An unexpected error prevented the request from being '
-                'served; it has been logged.')
+            known = _error_response(exc)
+            if known is None:
+                LOG.exception('Unhandled error while serving %s %s',
+                              req.method, req.path)
+                known = util.http_error(
+                    webob.exc.HTTPInternalServerError,
+                    'An unexpected error prevented the request from being '
+                    'served; it has been logged.')
+            code = getattr(known, 'placement_code', None)
+            if code:
+                req.environ[util.ENV_ERROR_CODE] = code
+            return known
+
+
+class BodySizeLimiter(sizelimit.RequestBodySizeLimiter):
+    """oslo.middleware's body size limit (``[oslo_middleware]
+    max_request_body_size``), answering 413 in our JSON error format."""
+
+    @webob.dec.wsgify
+    def __call__(self, req):
+        # The limiter drops a content-length it cannot read; refuse it
+        # here, as the routes table would, before that happens.
+        clen = req.environ.get('CONTENT_LENGTH')
+        if clen and not clen.strip().isdigit():
+            raise util.http_error(
+                webob.exc.HTTPBadRequest,
+                'content-length header must be an integer')
+        try:
+            return super().__call__(req)
+        except webob.exc.HTTPRequestEntityTooLarge:
+            raise util.http_error(
+                webob.exc.HTTPRequestEntityTooLarge,
+                'Request is too large. Larger than max_request_body_size '
+                '(%d).' % self._conf_get('max_request_body_size'))
 
 
 class DefaultJSONErrors:

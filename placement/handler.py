@@ -3,9 +3,12 @@
 Dispatch is Routes; a URL that matches with a method it lacks answers 405
 with an Allow header; an unknown URL answers 404; both in JSON.
 """
+import urllib.parse
+
 import routes
 import webob.exc
 
+from placement import errors
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import allocation_candidate
@@ -113,6 +116,44 @@ def make_map(declarations):
     return mapper
 
 
+def _wsgi_text(value, what):
+    """A WSGI string (bytes carried as latin-1) as the UTF-8 text it is.
+
+    Databases refuse NUL and text that is not UTF-8, so both are a 400
+    here, before any handler or query sees them.
+    """
+    try:
+        text = value.encode('latin-1').decode('utf-8')
+    except UnicodeError:
+        raise util.http_error(
+            webob.exc.HTTPBadRequest,
+            'Invalid %s: it is not valid UTF-8.' % what)
+    if '\x00' in text:
+        raise util.http_error(
+            webob.exc.HTTPBadRequest,
+            'Invalid %s: NUL characters are not allowed.' % what)
+    return text
+
+
+def check_query_string(environ):
+    """400 for a query string that cannot be decoded or holds NUL."""
+    query = _wsgi_text(environ.get('QUERY_STRING', ''), 'query string')
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True,
+                                       errors='strict')
+    except (UnicodeError, ValueError):
+        raise util.http_error(
+            webob.exc.HTTPBadRequest,
+            'Invalid query string: a percent-escape is not valid UTF-8.',
+            code=errors.QUERYPARAM_BAD_VALUE)
+    for key, value in pairs:
+        if '\x00' in key or '\x00' in value:
+            raise util.http_error(
+                webob.exc.HTTPBadRequest,
+                'Invalid query string: NUL characters are not allowed.',
+                code=errors.QUERYPARAM_BAD_VALUE)
+
+
 class PlacementHandler:
     """Find the handler for a request and call it."""
 
@@ -123,6 +164,8 @@ class PlacementHandler:
     def __call__(self, environ, start_response):
         clen = environ.get('CONTENT_LENGTH')
         try:
+            if clen and int(clen) < 0:
+                raise ValueError(clen)
             if clen and int(clen) > 0 and not environ.get('CONTENT_TYPE'):
                 raise util.http_error(
                     webob.exc.HTTPBadRequest,
@@ -131,9 +174,21 @@ class PlacementHandler:
             raise util.http_error(
                 webob.exc.HTTPBadRequest,
                 'content-length header must be an integer')
+        # Hostile input is refused before dispatch: no handler or query
+        # ever sees a path or query string a database cannot hold.
+        try:
+            _wsgi_text(environ.get('PATH_INFO', ''), 'URL path')
+            check_query_string(environ)
+        except webob.exc.HTTPException as exc:
+            environ[util.ENV_ERROR_CODE] = exc.placement_code
+            raise
         result = self._map.match(environ=environ)
         if result is None:
             raise util.http_error(webob.exc.HTTPNotFound)
         handler = result.pop('action')
+        # Routes hands back the WSGI (latin-1) form; handlers get UTF-8.
+        result = {key: _wsgi_text(value, 'URL path')
+                  if isinstance(value, str) else value
+                  for key, value in result.items()}
         environ['wsgiorg.routing_args'] = ((), result)
         return handler(environ, start_response)

@@ -144,11 +144,19 @@ def _reject_constant(name):
     raise ValueError('%s is not a valid JSON number' % name)
 
 
-def _check_strings(value, depth=0):
-    """Refuse strings a database cannot store: NUL and lone surrogates."""
-    stack = [value]
+# No valid Placement body nests deeper than a handful of levels; refusing
+# deep ones early keeps the validator and error messages from recursing.
+MAX_JSON_DEPTH = 32
+# The widest integer any database column here (BIGINT) can hold.
+MAX_DB_INT = 2 ** 63 - 1
+
+
+def _check_strings(value):
+    """Refuse what a database cannot store: NUL, lone surrogates,
+    non-finite numbers; and nesting deeper than MAX_JSON_DEPTH."""
+    stack = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
             if '\x00' in item:
                 raise ValueError('NUL character in string')
@@ -156,13 +164,31 @@ def _check_strings(value, depth=0):
                 item.encode('utf-8')
             except UnicodeEncodeError:
                 raise ValueError('invalid unicode in string')
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_JSON_DEPTH:
+                raise RecursionError()
+            if isinstance(item, dict):
+                stack.extend((key, depth + 1) for key in item)
+                stack.extend((val, depth + 1) for val in item.values())
+            else:
+                stack.extend((val, depth + 1) for val in item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError('number out of range')
+
+
+def _out_of_range_number(value):
+    """The first number in ``value`` no database integer column can hold."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise ValueError('number out of range')
+        elif (isinstance(item, (int, float)) and not isinstance(item, bool)
+              and abs(item) > MAX_DB_INT):
+            return item
+    return None
 
 
 def extract_json(body, schema):
@@ -184,6 +210,13 @@ def extract_json(body, schema):
     except RecursionError:
         raise http_error(webob.exc.HTTPBadRequest,
                          'JSON does not validate: nested too deeply')
+    # A backstop for schemas without a maximum: never hand the database
+    # a number it would refuse mid-transaction.
+    bad = _out_of_range_number(data)
+    if bad is not None:
+        raise http_error(webob.exc.HTTPBadRequest,
+                         'JSON does not validate: %s is out of the range '
+                         'a database integer can hold' % bad)
     return data
 
 

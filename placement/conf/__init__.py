@@ -9,9 +9,11 @@ from oslo_config import cfg
 from oslo_db import options as oslo_db_options
 from oslo_log import log as logging
 from oslo_middleware import cors
+from oslo_middleware import sizelimit
 from oslo_policy import opts as policy_opts
 
 DEFAULT_CONSUMER_MISSING_ID = '00000000-0000-0000-0000-000000000000'
+MAX_REQUEST_BODY_SIZE = 1024 * 1024
 
 api_group = cfg.OptGroup('api', title='API options', help="""
 Options under this group are used to define Placement API.
@@ -149,6 +151,11 @@ def register_opts(conf):
     conf.register_opts(placement_db_opts, group=placement_db_group)
     policy_opts.set_defaults(conf)
     conf.register_opts(cors.CORS_OPTS, 'cors')
+    # oslo.middleware's body size limit; its 112 KiB default could refuse a
+    # large but valid reshape or allocations batch, so allow 1 MiB.
+    conf.register_opts(sizelimit.OPTS, 'oslo_middleware')
+    conf.set_default('max_request_body_size', MAX_REQUEST_BODY_SIZE,
+                     group='oslo_middleware')
     # keystonemiddleware registers [keystone_authtoken] itself when loaded.
 
 

@@ -2,7 +2,11 @@
 
 Objects decorate their functions with ``@reader``/``@writer`` and reach the
 session as ``context.session``. Writers are retried on deadlock by oslo.db
-before anything reaches the client.
+before anything reaches the client. oslo.db pings a pooled connection
+before use (pool_pre_ping) and replaces it if the database went away and
+came back, so service resumes on the first request after an outage; new
+connections time out after CONNECT_TIMEOUT seconds (503 meanwhile, see
+fault_wrap).
 """
 import functools
 
@@ -27,6 +31,23 @@ def _sqlite_pragmas(dbapi_conn, _record):
     cur.close()
 
 
+# Seconds a new connection may take before the request gives up with 503;
+# without it a database host that drops packets hangs every request.
+CONNECT_TIMEOUT = 5
+
+
+def _with_connect_timeout(url, parameters):
+    """Add a bounded connect timeout for PostgreSQL and MySQL unless the
+    deployer set one in the URL or ``connection_parameters``."""
+    backend = sa.engine.make_url(url).get_backend_name()
+    if backend not in ('postgresql', 'mysql'):
+        return parameters
+    if 'connect_timeout' in url or 'connect_timeout' in (parameters or ''):
+        return parameters
+    extra = 'connect_timeout=%d' % CONNECT_TIMEOUT
+    return '%s&%s' % (parameters, extra) if parameters else extra
+
+
 def configure(conf):
     """Point the enginefacade at the configured (or embedded) database."""
     url = placement_conf.database_url(conf)
@@ -46,7 +67,8 @@ def configure(conf):
         connection_trace=db.connection_trace,
         max_retries=db.max_retries,
         retry_interval=db.retry_interval,
-        connection_parameters=db.connection_parameters,
+        connection_parameters=_with_connect_timeout(
+            url, db.connection_parameters),
     )
     context_manager.configure(
         **{k: v for k, v in options.items() if v is not None})

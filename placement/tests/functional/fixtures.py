@@ -40,11 +40,12 @@ def setup_app():
     return _current_app
 
 
-def build_test_conf(url, **overrides):
+def build_test_conf(url, overrides=None):
+    """``overrides``: {(group, option): value}."""
     conf = placement_conf.build_conf(args=[], default_config_files=[])
     conf.set_override('auth_strategy', 'noauth2', group='api')
     conf.set_override('connection', url, group='placement_database')
-    for (group, name), value in overrides.items():
+    for (group, name), value in (overrides or {}).items():
         conf.set_override(name, value, group=group)
     return conf
 
@@ -56,7 +57,7 @@ class APIFixture(fixture.GabbiFixture):
 
     def start_fixture(self):
         self.db = test_db.TestDatabase()
-        self.conf = build_test_conf(self.db.url, **self.conf_overrides)
+        self.conf = build_test_conf(self.db.url, self.conf_overrides)
         db_api.configure(self.conf)
         self.undo_engine = db_api.patch_engine(self.db.engine)
         self._saved_env = {}
@@ -88,3 +89,8 @@ class RandomizedCandidatesFixture(APIFixture):
 
 class MaxCandidatesFixture(APIFixture):
     conf_overrides = {('placement', 'max_allocation_candidates'): 3}
+
+
+class SmallBodyLimitFixture(APIFixture):
+    """A 1 KiB request body limit, so 413 tests need no megabyte bodies."""
+    conf_overrides = {('oslo_middleware', 'max_request_body_size'): 1024}
