@@ -1,0 +1,471 @@
+"""Allocations: claims of consumers on provider inventory.
+
+Every write replaces the whole allocation set of each consumer it names, in
+one writer transaction that (1) reads the generations of the providers it
+will touch, (2) checks min_unit / max_unit / step_size and capacity against
+usage read *after* those generations, and (3) compare-and-swaps each
+touched provider's generation before commit. A writer that raced another
+writer on the same provider therefore fails step (3) and retries the whole
+transaction (``[placement] allocation_conflict_retry_count`` times, as
+upstream), so two writers can never both commit past capacity on any
+database. Providers are locked in id order to keep MySQL from deadlocking.
+"""
+import collections
+import dataclasses
+import random
+import time
+import typing
+
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
+import sqlalchemy as sa
+
+from placement.db import api as db_api
+from placement.db import models
+from placement import errors
+from placement import exception
+from placement.objects import consumer as consumer_obj
+from placement.objects import resource_provider as rp_obj
+
+LOG = logging.getLogger(__name__)
+
+_ALLOC = models.ALLOC
+_INV = models.INV
+_RP = models.RP
+_RC = models.RC
+_CONSUMER = models.CONSUMER
+_PROJECT = models.PROJECT
+_USER = models.USER
+
+
+# --- errors (upstream's texts) ------------------------------------------
+
+class InvalidInventory(exception.Conflict):
+    msg_fmt = ("Inventory for '%(resource_class)s' on "
+               "resource provider '%(resource_provider)s' invalid.")
+
+
+class InvalidAllocationCapacityExceeded(InvalidInventory):
+    msg_fmt = ("Unable to create allocation for '%(resource_class)s' on "
+               "resource provider '%(resource_provider)s'. The requested "
+               "amount would exceed the capacity.")
+
+
+class InvalidAllocationConstraintsViolated(InvalidInventory):
+    msg_fmt = ("Unable to create allocation for '%(resource_class)s' on "
+               "resource provider '%(resource_provider)s'. The requested "
+               "amount would violate inventory constraints.")
+
+
+class ConsumerGenerationConflict(exception.Conflict):
+    """The client's consumer_generation is not the stored one (1.28+)."""
+    code = errors.CONCURRENT_UPDATE
+    msg_fmt = ('consumer generation conflict - '
+               'expected %(expected)s but got %(got)s')
+
+
+class AllocationProviderNotFound(exception.BadRequest):
+    msg_fmt = ("Allocation for resource provider '%(uuid)s' "
+               "that does not exist.")
+
+
+# --- what a write asks for ----------------------------------------------
+
+# The consumer_generation value meaning "this request predates 1.28 and
+# does not check the consumer generation".
+NO_CHECK = object()
+
+
+@dataclasses.dataclass
+class ConsumerWrite:
+    """The whole new allocation set of one consumer.
+
+    ``allocations`` is {provider_uuid: {resource_class: amount}}; empty
+    means "remove this consumer's allocations". ``project_id`` and
+    ``user_id`` are external ids. ``generation`` is NO_CHECK (before 1.28),
+    None (a consumer expected to be new) or the expected generation.
+    ``consumer_type`` is a name from 1.38, else None (keep what is stored).
+    """
+    uuid: str
+    allocations: dict
+    project_id: str
+    user_id: str
+    generation: typing.Any = NO_CHECK
+    consumer_type: typing.Optional[str] = None
+
+
+@dataclasses.dataclass
+class _Owners:
+    project_ids: dict
+    user_ids: dict
+    type_ids: dict
+
+
+def _resolve_owners(ctx, writes):
+    """Create the projects, users and consumer types the writes name (each in
+    its own short transaction, before the allocation transaction)."""
+    owners = _Owners({}, {}, {})
+    for w in writes:
+        if w.project_id not in owners.project_ids:
+            owners.project_ids[w.project_id] = (
+                consumer_obj.get_or_create_project(ctx, w.project_id))
+        if w.user_id not in owners.user_ids:
+            owners.user_ids[w.user_id] = (
+                consumer_obj.get_or_create_user(ctx, w.user_id))
+        if w.consumer_type and w.consumer_type not in owners.type_ids:
+            owners.type_ids[w.consumer_type] = (
+                consumer_obj.get_or_create_consumer_type(
+                    ctx, w.consumer_type))
+    return owners
+
+
+# --- the write ----------------------------------------------------------
+
+def replace_all(ctx, writes):
+    """Replace the allocations of every consumer in ``writes`` atomically.
+
+    Retries the whole transaction on a provider generation conflict (and on
+    a deadlock or a consumer created concurrently), then gives up with
+    ResourceProviderConcurrentUpdateDetected.
+    """
+    owners = _resolve_owners(ctx, writes)
+    attempts = max(1, ctx.config.placement.allocation_conflict_retry_count)
+    for attempt in range(1, attempts + 1):
+        try:
+            return _replace_all_txn(ctx, writes, owners)
+        except (exception.ResourceProviderConcurrentUpdateDetected,
+                db_exc.DBDeadlock, db_exc.DBDuplicateEntry) as exc:
+            LOG.debug('Retrying allocations write (attempt %d of %d): %s',
+                      attempt, attempts, type(exc).__name__)
+            if attempt < attempts:
+                # A little jitter stops losers of one race from all
+                # colliding again on the next try.
+                time.sleep(random.uniform(0, 0.005 * attempt))
+    LOG.warning('Exceeded retry limit of %d on allocations write', attempts)
+    raise exception.ResourceProviderConcurrentUpdateDetected()
+
+
+@db_api.writer
+def _replace_all_txn(ctx, writes, owners):
+    return apply_in_txn(ctx, writes, owners)
+
+
+def _check_consumer_generations(writes, consumers):
+    for w in writes:
+        if w.generation is NO_CHECK:
+            continue
+        row = consumers.get(w.uuid)
+        if row is None:
+            if w.generation is not None:
+                raise ConsumerGenerationConflict(
+                    'consumer generation conflict - expected null but '
+                    'got %s' % w.generation)
+        elif row.generation != w.generation:
+            raise ConsumerGenerationConflict(
+                expected=row.generation, got=w.generation)
+
+
+def _providers_by_uuid(ctx, writes):
+    wanted = []
+    for w in writes:
+        for rp_uuid in w.allocations:
+            if rp_uuid not in wanted:
+                wanted.append(rp_uuid)
+    if not wanted:
+        return {}
+    rows = ctx.session.execute(
+        sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
+        .where(_RP.c.uuid.in_(wanted)))
+    found = {r.uuid: r for r in rows}
+    for rp_uuid in wanted:
+        if rp_uuid not in found:
+            raise AllocationProviderNotFound(uuid=rp_uuid)
+    return found
+
+
+def _class_ids(ctx, writes):
+    names = []
+    for w in writes:
+        for resources in w.allocations.values():
+            for name in resources:
+                if name not in names:
+                    names.append(name)
+    if not names:
+        return {}
+    rows = ctx.session.execute(
+        sa.select(_RC.c.id, _RC.c.name).where(_RC.c.name.in_(names)))
+    ids = {r.name: r.id for r in rows}
+    for name in names:
+        if name not in ids:
+            raise exception.ResourceClassNotFound(resource_class=name)
+    return ids
+
+
+def _usage(ctx, rp_ids, rc_ids):
+    """{(rp_id, rc_id): used} for the given providers and classes."""
+    if not rp_ids or not rc_ids:
+        return {}
+    rows = ctx.session.execute(
+        sa.select(_ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id,
+                  sa.func.sum(_ALLOC.c.used).label('used'))
+        .where(_ALLOC.c.resource_provider_id.in_(sorted(rp_ids)))
+        .where(_ALLOC.c.resource_class_id.in_(sorted(rc_ids)))
+        .group_by(_ALLOC.c.resource_provider_id,
+                  _ALLOC.c.resource_class_id))
+    return {(r[0], r[1]): int(r[2] or 0) for r in rows}
+
+
+def _inventories(ctx, rp_ids, rc_ids):
+    if not rp_ids or not rc_ids:
+        return {}
+    rows = ctx.session.execute(
+        sa.select(_INV.c.resource_provider_id, _INV.c.resource_class_id,
+                  _INV.c.total, _INV.c.reserved, _INV.c.min_unit,
+                  _INV.c.max_unit, _INV.c.step_size,
+                  _INV.c.allocation_ratio)
+        .where(_INV.c.resource_provider_id.in_(sorted(rp_ids)))
+        .where(_INV.c.resource_class_id.in_(sorted(rc_ids))))
+    return {(r.resource_provider_id, r.resource_class_id): r for r in rows}
+
+
+def _check_capacity(ctx, items, rc_names, prev_usage):
+    """Refuse items that break an inventory's unit rules or capacity.
+
+    ``items`` is [(rp_row, rc_id, amount)] in request order; amount 0 marks
+    a class being emptied. Capacity is (total - reserved) * ratio; a write
+    that leaves a provider over capacity is still allowed when it makes the
+    overage no worse than before (as upstream allows).
+    """
+    rp_ids = {rp.id for rp, _rc, _n in items}
+    rc_ids = {rc for _rp, rc, _n in items}
+    inventories = _inventories(ctx, rp_ids, rc_ids)
+    usage = _usage(ctx, rp_ids, rc_ids)
+
+    with_inventory = {rp_id for rp_id, _rc in inventories}
+    missing = sorted({rp.uuid for rp, _rc, _n in items
+                      if rp.id not in with_inventory})
+    if missing:
+        raise InvalidInventory(
+            resource_class=', '.join(rc_names[rc] for rc in sorted(rc_ids)),
+            resource_provider=', '.join(missing))
+
+    running = collections.defaultdict(int)
+    for rp, rc_id, amount in items:
+        key = (rp.id, rc_id)
+        running[key] += amount
+        if amount == 0:
+            continue
+        inv = inventories.get(key)
+        name = rc_names[rc_id]
+        if inv is None:
+            raise InvalidInventory(resource_class=name,
+                                   resource_provider=rp.uuid)
+        if (amount < inv.min_unit or amount > inv.max_unit
+                or amount % inv.step_size != 0):
+            LOG.warning('Allocation for %s on resource provider %s violates '
+                        'min_unit, max_unit, or step_size. Requested: %s, '
+                        'min_unit: %s, max_unit: %s, step_size: %s',
+                        name, rp.uuid, amount, inv.min_unit, inv.max_unit,
+                        inv.step_size)
+            raise InvalidAllocationConstraintsViolated(
+                resource_class=name, resource_provider=rp.uuid)
+        used = usage.get(key, 0)
+        capacity = (inv.total - inv.reserved) * inv.allocation_ratio
+        if capacity < used + amount or capacity < used + running[key]:
+            prev_used = prev_usage.get(key)
+            if prev_used is not None and used + running[key] <= prev_used:
+                LOG.warning('Over capacity for %s on resource provider %s '
+                            'but allocation reduces existing overage from '
+                            '%s to %s', name, rp.uuid, prev_used,
+                            used + running[key])
+                continue
+            LOG.warning('Over capacity for %s on resource provider %s. '
+                        'Needed: %s, Used: %s, Capacity: %s',
+                        name, rp.uuid, amount, used, capacity)
+            raise InvalidAllocationCapacityExceeded(
+                resource_class=name, resource_provider=rp.uuid)
+
+
+def apply_in_txn(ctx, writes, owners=None, provider_rows=None):
+    """The allocation write, inside the caller's writer transaction.
+
+    ``provider_rows`` ({uuid: row with id, uuid, generation}) lets a caller
+    that already bumped some generations in this transaction (the reshaper)
+    pass the generations it expects now. Raises ConsumerGeneration-
+    Conflict, AllocationProviderNotFound, ResourceClassNotFound,
+    InvalidInventory (and subclasses), or ResourceProviderConcurrent-
+    UpdateDetected for the caller to retry.
+    """
+    if owners is None:
+        owners = _resolve_owners(ctx, writes)
+    uuids = [w.uuid for w in writes]
+
+    # 1. Consumers, and the client's view of their generations.
+    consumers = consumer_obj.get_many_in_txn(ctx, uuids)
+    _check_consumer_generations(writes, consumers)
+
+    # 2. Providers (their generations read before any usage) and classes.
+    providers = _providers_by_uuid(ctx, writes)
+    if provider_rows:
+        providers.update({u: r for u, r in provider_rows.items()
+                          if u in providers})
+    rc_ids = _class_ids(ctx, writes)
+    rc_names = {v: k for k, v in rc_ids.items()}
+
+    # 3. What the consumers hold now.
+    current = ctx.session.execute(
+        sa.select(_ALLOC.c.id, _ALLOC.c.consumer_id,
+                  _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id)
+        .where(_ALLOC.c.consumer_id.in_(sorted(uuids)))).all()
+
+    # Items to check, in request order; a consumer whose set is emptied
+    # contributes its current (provider, class) pairs with amount 0, so
+    # those providers' generations move too, as upstream does.
+    items = []
+    emptied = [w.uuid for w in writes if not w.allocations]
+    if emptied:
+        pairs = [(c.resource_provider_id, c.resource_class_id)
+                 for c in current if c.consumer_id in emptied]
+        if pairs:
+            rp_ids = sorted({p[0] for p in pairs})
+            rows = ctx.session.execute(
+                sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
+                .where(_RP.c.id.in_(rp_ids)))
+            by_id = {r.id: r for r in rows}
+            for r in by_id.values():
+                providers.setdefault(r.uuid, r)
+            by_id = {r.id: r for r in providers.values()}
+            class_rows = ctx.session.execute(
+                sa.select(_RC.c.id, _RC.c.name)
+                .where(_RC.c.id.in_(sorted({p[1] for p in pairs}))))
+            rc_names.update({r.id: r.name for r in class_rows})
+            for rp_id, rc_id in pairs:
+                items.append((by_id[rp_id], rc_id, 0))
+    for w in writes:
+        for rp_uuid, resources in w.allocations.items():
+            rp = providers[rp_uuid]
+            for name, amount in resources.items():
+                items.append((rp, rc_ids[name], amount))
+
+    # 4. Usage before this write, for the "no worse than before" rule.
+    all_rp_ids = {rp.id for rp, _rc, _n in items}
+    all_rc_ids = {rc for _rp, rc, _n in items}
+    prev_usage = _usage(ctx, all_rp_ids, all_rc_ids)
+
+    # 5. Consumers: create the new ones, update owner and type of the rest.
+    now = models._now()
+    consumer_gens = {}
+    for w in writes:
+        project_id = owners.project_ids[w.project_id]
+        user_id = owners.user_ids[w.user_id]
+        type_id = owners.type_ids.get(w.consumer_type)
+        row = consumers.get(w.uuid)
+        if row is None:
+            cid = consumer_obj.create_in_txn(
+                ctx, w.uuid, project_id, user_id, type_id)
+            consumer_gens[w.uuid] = (cid, 0)
+            continue
+        consumer_gens[w.uuid] = (row.id, row.generation)
+        changes = {}
+        if row.project_id != project_id or row.user_id != user_id:
+            changes.update(project_id=project_id, user_id=user_id)
+        if type_id is not None and row.consumer_type_id != type_id:
+            changes['consumer_type_id'] = type_id
+        if changes:
+            consumer_obj.update_in_txn(ctx, row.id, **changes)
+
+    # 6. Out with the old (by primary key: no gap locks on MySQL).
+    if current:
+        ctx.session.execute(_ALLOC.delete().where(
+            _ALLOC.c.id.in_(sorted(c.id for c in current))))
+
+    # 7. Unit rules and capacity against usage without the old claims.
+    if items:
+        _check_capacity(ctx, items, rc_names, prev_usage)
+
+    # 8. In with the new.
+    rows = []
+    for w in writes:
+        for rp_uuid, resources in w.allocations.items():
+            rp = providers[rp_uuid]
+            for name, amount in resources.items():
+                rows.append({'resource_provider_id': rp.id,
+                             'consumer_id': w.uuid,
+                             'resource_class_id': rc_ids[name],
+                             'used': amount, 'created_at': now})
+    if rows:
+        ctx.session.execute(_ALLOC.insert(), rows)
+
+    # 9. Generations: every touched provider, in id order, then consumers.
+    touched = {rp.id: rp for rp, _rc, _n in items}
+    new_generations = {}
+    for rp_id in sorted(touched):
+        rp = touched[rp_id]
+        new_generations[rp.uuid] = rp_obj.increment_generation(
+            ctx, rp.id, rp.generation)
+    for w in writes:
+        cid, gen = consumer_gens[w.uuid]
+        consumer_obj.increment_generation(ctx, cid, gen)
+
+    # 10. Consumers left with nothing are removed.
+    consumer_obj.delete_if_no_allocations(ctx, emptied)
+    return new_generations
+
+
+# --- reads ----------------------------------------------------------------
+
+@db_api.reader
+def get_by_consumer(ctx, consumer_uuid):
+    """The consumer's allocations, one Row per (provider, class), with the
+    provider uuid and generation, class name, amount, timestamps, and the
+    consumer's generation, type id and project/user external ids."""
+    sel = (
+        sa.select(
+            _RP.c.uuid.label('resource_provider_uuid'),
+            _RP.c.generation.label('resource_provider_generation'),
+            _RC.c.name.label('resource_class'),
+            _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at,
+            _CONSUMER.c.generation.label('consumer_generation'),
+            _CONSUMER.c.consumer_type_id,
+            _PROJECT.c.external_id.label('project_id'),
+            _USER.c.external_id.label('user_id'))
+        .select_from(
+            _ALLOC.join(_RP, _ALLOC.c.resource_provider_id == _RP.c.id)
+            .join(_RC, _ALLOC.c.resource_class_id == _RC.c.id)
+            .join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid)
+            .join(_PROJECT, _CONSUMER.c.project_id == _PROJECT.c.id)
+            .join(_USER, _CONSUMER.c.user_id == _USER.c.id))
+        .where(_ALLOC.c.consumer_id == consumer_uuid)
+        .order_by(_ALLOC.c.id))
+    return ctx.session.execute(sel).all()
+
+
+@db_api.reader
+def get_by_provider(ctx, rp_id):
+    """Allocations on one provider: consumer uuid and generation, class
+    name, amount and timestamps per Row."""
+    sel = (
+        sa.select(
+            _ALLOC.c.consumer_id.label('consumer_uuid'),
+            _CONSUMER.c.generation.label('consumer_generation'),
+            _RC.c.name.label('resource_class'),
+            _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at)
+        .select_from(
+            _ALLOC.join(_RC, _ALLOC.c.resource_class_id == _RC.c.id)
+            .join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid))
+        .where(_ALLOC.c.resource_provider_id == rp_id)
+        .order_by(_ALLOC.c.id))
+    return ctx.session.execute(sel).all()
+
+
+@db_api.writer
+def delete_for_consumer(ctx, consumer_uuid):
+    """Remove every allocation of a consumer, and the consumer; how many
+    allocation rows went (0 means there were none)."""
+    ids = [r[0] for r in ctx.session.execute(
+        sa.select(_ALLOC.c.id).where(_ALLOC.c.consumer_id == consumer_uuid))]
+    if not ids:
+        return 0
+    ctx.session.execute(_ALLOC.delete().where(_ALLOC.c.id.in_(ids)))
+    consumer_obj.delete_if_no_allocations(ctx, [consumer_uuid])
+    return len(ids)

@@ -1,0 +1,174 @@
+"""The allocation writer against a real database, below HTTP: rows that no
+API can make (allocations without consumers, written by old releases) and
+the write's invariants checked straight in the tables."""
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from placement import context as placement_context
+from placement.db import api as db_api
+from placement.db import models
+from placement import exception
+from placement.objects import allocation as alloc_obj
+from placement.objects import consumer as consumer_obj
+from placement.objects import resource_class as rc_obj
+from placement.tests import db as test_db
+from placement.tests.functional import fixtures
+
+
+@pytest.fixture
+def ctx():
+    db = test_db.TestDatabase()
+    conf = fixtures.build_test_conf(db.url)
+    db_api.configure(conf)
+    undo = db_api.patch_engine(db.engine)
+    context = placement_context.RequestContext(is_admin=True, config=conf)
+    rc_obj.ensure_sync(context)
+    context.engine = db.engine
+    try:
+        yield context
+    finally:
+        undo()
+        db.drop()
+
+
+def _provider(ctx, total=8, reserved=0, ratio=1.0, min_unit=1, max_unit=8,
+              step_size=1, rc='VCPU'):
+    rp_uuid = str(uuid.uuid4())
+    with ctx.engine.begin() as conn:
+        rp_id = conn.execute(models.RP.insert().values(
+            uuid=rp_uuid, name=rp_uuid, generation=0,
+            root_provider_id=None)).inserted_primary_key[0]
+        conn.execute(models.RP.update().where(models.RP.c.id == rp_id)
+                     .values(root_provider_id=rp_id))
+        rc_id = conn.execute(sa.select(models.RC.c.id).where(
+            models.RC.c.name == rc)).scalar()
+        conn.execute(models.INV.insert().values(
+            resource_provider_id=rp_id, resource_class_id=rc_id,
+            total=total, reserved=reserved, min_unit=min_unit,
+            max_unit=max_unit, step_size=step_size,
+            allocation_ratio=ratio))
+    return rp_uuid
+
+
+def _write(consumer, allocations, generation=alloc_obj.NO_CHECK):
+    return alloc_obj.ConsumerWrite(
+        uuid=consumer, allocations=allocations, project_id='p',
+        user_id='u', generation=generation)
+
+
+def _generation(ctx, rp_uuid):
+    with ctx.engine.connect() as conn:
+        return conn.execute(sa.select(models.RP.c.generation).where(
+            models.RP.c.uuid == rp_uuid)).scalar()
+
+
+def test_write_bumps_provider_and_consumer_generations(ctx):
+    rp = _provider(ctx)
+    consumer = str(uuid.uuid4())
+    alloc_obj.replace_all(ctx, [_write(consumer, {rp: {'VCPU': 2}})])
+    assert _generation(ctx, rp) == 1
+    assert consumer_obj.get_by_uuid(ctx, consumer).generation == 1
+    rows = alloc_obj.get_by_consumer(ctx, consumer)
+    assert [(r.resource_class, r.used) for r in rows] == [('VCPU', 2)]
+
+
+def test_capacity_refused_and_nothing_written(ctx):
+    rp = _provider(ctx, total=4)
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    alloc_obj.replace_all(ctx, [_write(first, {rp: {'VCPU': 3}})])
+    with pytest.raises(alloc_obj.InvalidAllocationCapacityExceeded):
+        alloc_obj.replace_all(ctx, [_write(second, {rp: {'VCPU': 2}})])
+    with pytest.raises(exception.ConsumerNotFound):
+        consumer_obj.get_by_uuid(ctx, second)
+    assert _generation(ctx, rp) == 1
+
+
+def test_many_consumers_all_or_nothing(ctx):
+    rp = _provider(ctx, total=4)
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    with pytest.raises(alloc_obj.InvalidAllocationCapacityExceeded):
+        alloc_obj.replace_all(ctx, [_write(first, {rp: {'VCPU': 3}}),
+                                    _write(second, {rp: {'VCPU': 2}})])
+    assert alloc_obj.get_by_consumer(ctx, first) == []
+
+
+def test_step_size_violation(ctx):
+    rp = _provider(ctx, step_size=2)
+    with pytest.raises(alloc_obj.InvalidAllocationConstraintsViolated):
+        alloc_obj.replace_all(ctx, [_write(str(uuid.uuid4()),
+                                           {rp: {'VCPU': 3}})])
+
+
+def test_consumer_generation_mismatch(ctx):
+    rp = _provider(ctx)
+    consumer = str(uuid.uuid4())
+    alloc_obj.replace_all(ctx, [_write(consumer, {rp: {'VCPU': 1}}, None)])
+    with pytest.raises(alloc_obj.ConsumerGenerationConflict) as err:
+        alloc_obj.replace_all(ctx, [_write(consumer, {rp: {'VCPU': 1}}, 0)])
+    assert 'expected 1 but got 0' in str(err.value)
+
+
+def test_emptied_consumer_is_removed(ctx):
+    rp = _provider(ctx)
+    consumer = str(uuid.uuid4())
+    alloc_obj.replace_all(ctx, [_write(consumer, {rp: {'VCPU': 1}})])
+    alloc_obj.replace_all(ctx, [_write(consumer, {}, 1)])
+    assert alloc_obj.get_by_consumer(ctx, consumer) == []
+    with pytest.raises(exception.ConsumerNotFound):
+        consumer_obj.get_by_uuid(ctx, consumer)
+    assert _generation(ctx, rp) == 2
+
+
+def test_stale_provider_generation_retries(ctx, monkeypatch):
+    """A writer whose generation compare-and-swap loses goes round again
+    and succeeds when capacity remains."""
+    rp = _provider(ctx)
+    real = alloc_obj.rp_obj.increment_generation
+    calls = []
+
+    def flaky(c, rp_id, gen):
+        calls.append(gen)
+        if len(calls) == 1:
+            raise exception.ResourceProviderConcurrentUpdateDetected()
+        return real(c, rp_id, gen)
+
+    monkeypatch.setattr(alloc_obj.rp_obj, 'increment_generation', flaky)
+    alloc_obj.replace_all(ctx, [_write(str(uuid.uuid4()), {rp: {'VCPU': 1}})])
+    assert len(calls) == 2
+
+
+def test_retries_exhausted_is_concurrent_update(ctx, monkeypatch):
+    rp = _provider(ctx)
+
+    def always(c, rp_id, gen):
+        raise exception.ResourceProviderConcurrentUpdateDetected()
+
+    monkeypatch.setattr(alloc_obj.rp_obj, 'increment_generation', always)
+    monkeypatch.setattr(alloc_obj.time, 'sleep', lambda s: None)
+    with pytest.raises(exception.ResourceProviderConcurrentUpdateDetected):
+        alloc_obj.replace_all(ctx, [_write(str(uuid.uuid4()),
+                                           {rp: {'VCPU': 1}})])
+
+
+def test_incomplete_consumers_migration(ctx):
+    rp = _provider(ctx)
+    orphans = sorted(str(uuid.uuid4()) for _ in range(3))
+    with ctx.engine.begin() as conn:
+        rp_id = conn.execute(sa.select(models.RP.c.id).where(
+            models.RP.c.uuid == rp)).scalar()
+        for orphan in orphans:
+            for rc_id in (0, 1):
+                conn.execute(models.ALLOC.insert().values(
+                    resource_provider_id=rp_id, consumer_id=orphan,
+                    resource_class_id=rc_id, used=1))
+    assert consumer_obj.create_incomplete_consumers(ctx, 2) == (2, 2)
+    assert consumer_obj.create_incomplete_consumers(ctx, 2) == (1, 1)
+    assert consumer_obj.create_incomplete_consumers(ctx, 2) == (0, 0)
+    for orphan in orphans:
+        row = consumer_obj.get_by_uuid(ctx, orphan)
+        assert row.project_external_id == (
+            ctx.config.placement.incomplete_consumer_project_id)
+        assert row.user_external_id == (
+            ctx.config.placement.incomplete_consumer_user_id)
