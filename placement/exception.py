@@ -111,3 +111,46 @@ class TraitInUse(Conflict):
 
 class TraitCannotDeleteStandard(BadRequest):
     msg_fmt = 'Cannot delete standard trait %(name)s.'
+
+
+class ResourceProviderInUse(Conflict):
+    code = errors.PROVIDER_IN_USE
+    msg_fmt = 'Resource provider has allocations.'
+
+
+class CannotDeleteParentResourceProvider(Conflict):
+    code = errors.PROVIDER_CANNOT_DELETE_PARENT
+    msg_fmt = ('Cannot delete resource provider that is a parent of '
+               'another. Delete child providers first.')
+
+
+class ResourceProviderExists(Conflict):
+    """uuid or name already taken; ``duplicates`` is e.g. 'name: foo'."""
+    code = errors.DUPLICATE_NAME
+    msg_fmt = 'Conflicting resource provider %(duplicates)s already exists.'
+
+
+class ObjectActionError(BadRequest):
+    msg_fmt = 'Object action %(action)s failed because: %(reason)s'
+
+
+class InventoryInUse(Conflict):
+    code = errors.INVENTORY_INUSE
+    msg_fmt = ("Inventory for '%(resource_classes)s' on "
+               "resource provider '%(resource_provider)s' in use.")
+
+
+class InventoryWithResourceClassNotFound(NotFound):
+    msg_fmt = 'No inventory of class %(resource_class)s found.'
+
+
+class InvalidInventoryCapacity(BadRequest):
+    msg_fmt = ("Invalid inventory for '%(resource_class)s' on "
+               "resource provider '%(resource_provider)s'. "
+               "The reserved value is greater than or equal to total.")
+
+
+class InvalidInventoryCapacityReservedCanBeTotal(InvalidInventoryCapacity):
+    msg_fmt = ("Invalid inventory for '%(resource_class)s' on "
+               "resource provider '%(resource_provider)s'. "
+               "The reserved value is greater than total.")

@@ -1,5 +1,6 @@
 """Resource providers: the rows, trees and generations that every other
 resource hangs off."""
+from oslo_db import exception as db_exc
 import sqlalchemy as sa
 
 from placement.db import api as db_api
@@ -53,3 +54,308 @@ def increment_generation(ctx, rp_id, expected_generation):
     if result.rowcount != 1:
         raise exception.ResourceProviderConcurrentUpdateDetected()
     return expected_generation + 1
+
+
+# --- name <-> id lookups (until the shared caches land) -------------------
+
+def trait_ids(ctx, names):
+    """{name: id} for trait ``names``; TraitNotFound naming any missing."""
+    names = set(names)
+    if not names:
+        return {}
+    found = {r[0]: r[1] for r in ctx.session.execute(
+        sa.select(models.TRAIT.c.name, models.TRAIT.c.id)
+        .where(models.TRAIT.c.name.in_(names)))}
+    missing = names - set(found)
+    if missing:
+        raise exception.TraitNotFound(names=', '.join(sorted(missing)))
+    return found
+
+
+def resource_class_ids(ctx, names):
+    """{name: id} for resource class ``names``; ResourceClassNotFound."""
+    names = set(names)
+    if not names:
+        return {}
+    found = {r[0]: r[1] for r in ctx.session.execute(
+        sa.select(models.RC.c.name, models.RC.c.id)
+        .where(models.RC.c.name.in_(names)))}
+    for name in sorted(names):
+        if name not in found:
+            raise exception.ResourceClassNotFound(resource_class=name)
+    return found
+
+
+# --- composable filters (also for allocation candidates) -----------------
+
+def providers_in_aggregates(agg_uuids):
+    """SELECT of provider ids directly associated with any of agg_uuids."""
+    return (sa.select(models.RPA.c.resource_provider_id)
+            .select_from(models.RPA.join(
+                models.AGG, models.RPA.c.aggregate_id == models.AGG.c.id))
+            .where(models.AGG.c.uuid.in_(sorted(agg_uuids))))
+
+
+def aggregate_clauses(rp, member_of, forbidden, span_tree=False):
+    """WHERE clauses on provider table ``rp`` for member_of filters.
+
+    ``member_of``: list of sets (AND of ORs); ``forbidden``: set. With
+    ``span_tree`` a provider also counts as a member of its root's
+    aggregates (the allocation-candidates rule); GET /resource_providers
+    uses direct membership only, as upstream.
+    """
+    clauses = []
+    for any_of in member_of:
+        members = providers_in_aggregates(any_of)
+        clause = rp.c.id.in_(members)
+        if span_tree:
+            clause = sa.or_(clause, rp.c.root_provider_id.in_(members))
+        clauses.append(clause)
+    if forbidden:
+        members = providers_in_aggregates(forbidden)
+        clauses.append(~rp.c.id.in_(members))
+        if span_tree:
+            clauses.append(~rp.c.root_provider_id.in_(members))
+    return clauses
+
+
+def trait_clauses(rp, required_ids, forbidden_ids):
+    """WHERE clauses on ``rp``: each set in required_ids (list of sets of
+    trait ids) needs at least one of its traits; none of forbidden_ids."""
+    clauses = []
+    for any_of in required_ids:
+        clauses.append(rp.c.id.in_(
+            sa.select(models.RPT.c.resource_provider_id)
+            .where(models.RPT.c.trait_id.in_(sorted(any_of)))))
+    if forbidden_ids:
+        clauses.append(~rp.c.id.in_(
+            sa.select(models.RPT.c.resource_provider_id)
+            .where(models.RPT.c.trait_id.in_(sorted(forbidden_ids)))))
+    return clauses
+
+
+def providers_with_capacity(rc_id, amount):
+    """SELECT of provider ids whose inventory of rc_id can take ``amount``
+    now: unused capacity, min_unit, max_unit and step_size all allow it."""
+    inv = models.INV
+    alloc = models.ALLOC
+    used = (sa.select(alloc.c.resource_provider_id,
+                      sa.func.sum(alloc.c.used).label('used'))
+            .where(alloc.c.resource_class_id == rc_id)
+            .group_by(alloc.c.resource_provider_id)
+            .subquery('usage'))
+    return (sa.select(inv.c.resource_provider_id)
+            .select_from(inv.outerjoin(
+                used, inv.c.resource_provider_id == used.c.resource_provider_id))
+            .where(inv.c.resource_class_id == rc_id,
+                   sa.func.coalesce(used.c.used, 0) + amount
+                   <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
+                   inv.c.min_unit <= amount,
+                   inv.c.max_unit >= amount,
+                   amount % inv.c.step_size == 0))
+
+
+@db_api.reader
+def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
+                       forbidden_aggs=(), required_traits=(),
+                       forbidden_traits=(), resources=None, in_tree=None):
+    """Provider rows (as get_by_uuid's) matching every filter given.
+
+    member_of: list of sets of aggregate uuids; required_traits: list of
+    sets of trait names; resources: {class name: amount}. Unknown trait or
+    class names raise TraitNotFound / ResourceClassNotFound.
+    """
+    query = provider_select()
+    if name is not None:
+        query = query.where(_RP.c.name == name)
+    if uuid is not None:
+        query = query.where(_RP.c.uuid == uuid)
+    if in_tree is not None:
+        tree = _RP.alias('tree')
+        query = query.where(_RP.c.root_provider_id == sa.select(
+            tree.c.root_provider_id).where(
+            tree.c.uuid == in_tree).scalar_subquery())
+    if required_traits or forbidden_traits:
+        ids = trait_ids(ctx, set().union(*required_traits)
+                        | set(forbidden_traits))
+        query = query.where(*trait_clauses(
+            _RP, [{ids[n] for n in any_of} for any_of in required_traits],
+            {ids[n] for n in forbidden_traits}))
+    if member_of or forbidden_aggs:
+        query = query.where(*aggregate_clauses(
+            _RP, member_of, set(forbidden_aggs)))
+    if resources:
+        rc_ids = resource_class_ids(ctx, resources)
+        for rc_name, amount in resources.items():
+            query = query.where(_RP.c.id.in_(
+                providers_with_capacity(rc_ids[rc_name], amount)))
+    return ctx.session.execute(query.order_by(_RP.c.id)).fetchall()
+
+
+# --- writes ---------------------------------------------------------------
+
+def _duplicates(ctx, uuid, name):
+    """'uuid: X' / 'name: Y' for whichever is already taken."""
+    taken = []
+    rows = ctx.session.execute(
+        sa.select(_RP.c.uuid, _RP.c.name).where(
+            sa.or_(_RP.c.uuid == uuid, _RP.c.name == name))).fetchall()
+    if uuid is not None and any(r.uuid == uuid for r in rows):
+        taken.append('uuid: %s' % uuid)
+    if any(r.name == name for r in rows):
+        taken.append('name: %s' % name)
+    return taken
+
+
+def _ids(ctx, uuid):
+    return ctx.session.execute(
+        sa.select(_RP.c.id, _RP.c.parent_provider_id,
+                  _RP.c.root_provider_id).where(_RP.c.uuid == uuid)).first()
+
+
+@db_api.writer
+def create(ctx, uuid, name, parent_uuid=None):
+    """Insert a provider (root of its own tree unless parent_uuid) and
+    return its row. ResourceProviderExists on a taken uuid or name;
+    ObjectActionError for a missing or self parent."""
+    if not name:
+        raise exception.ObjectActionError(action='create',
+                                          reason='name is required')
+    if parent_uuid is not None:
+        if parent_uuid == uuid:
+            raise exception.ObjectActionError(
+                action='create',
+                reason='parent provider UUID cannot be same as UUID. '
+                       'Please set parent provider UUID to None if there '
+                       'is no parent.')
+        parent = _ids(ctx, parent_uuid)
+        if parent is None:
+            raise exception.ObjectActionError(
+                action='create', reason='parent provider UUID does not exist.')
+    taken = _duplicates(ctx, uuid, name)
+    if taken:
+        raise exception.ResourceProviderExists(duplicates=', '.join(taken))
+    values = dict(uuid=uuid, name=name, generation=0,
+                  created_at=models._now())
+    if parent_uuid is not None:
+        values.update(parent_provider_id=parent.id,
+                      root_provider_id=parent.root_provider_id)
+    try:
+        result = ctx.session.execute(_RP.insert().values(**values))
+    except (db_exc.DBDuplicateEntry, sa.exc.IntegrityError) as exc:
+        # Lost a race with another creator; the transaction is spoilt, so
+        # name the clash from the constraint oslo.db reports.
+        cols = ' '.join(getattr(exc, 'columns', None) or ['uuid'])
+        taken = (['uuid: %s' % uuid] if 'uuid' in cols else []) + (
+            ['name: %s' % name] if 'name' in cols else [])
+        raise exception.ResourceProviderExists(
+            duplicates=', '.join(taken) or 'uuid: %s' % uuid)
+    if parent_uuid is None:
+        new_id = result.inserted_primary_key[0]
+        ctx.session.execute(_RP.update().where(_RP.c.id == new_id)
+                            .values(root_provider_id=new_id))
+    return get_by_uuid(ctx, uuid)
+
+
+def _subtree_ids(ctx, rp_id, root_id):
+    """Ids of rp_id and all its descendants (one query over the tree)."""
+    children = {}
+    for row in ctx.session.execute(
+            sa.select(_RP.c.id, _RP.c.parent_provider_id)
+            .where(_RP.c.root_provider_id == root_id)):
+        children.setdefault(row.parent_provider_id, []).append(row.id)
+    found = [rp_id]
+    stack = [rp_id]
+    while stack:
+        kids = children.get(stack.pop(), [])
+        found.extend(kids)
+        stack.extend(kids)
+    return found
+
+
+_NOT_GIVEN = object()
+
+
+@db_api.writer
+def update(ctx, uuid, name, parent_uuid=_NOT_GIVEN, allow_reparenting=False):
+    """Rename and/or (re-, un-)parent a provider; its new row.
+
+    Giving a parent to a root is always allowed; changing or removing a
+    parent only with allow_reparenting (1.37). Loops are refused and the
+    whole moved subtree takes the new root.
+    """
+    me = _ids(ctx, uuid)
+    if me is None:
+        raise exception.ResourceProviderNotFound(uuid=uuid)
+    if ctx.session.execute(sa.select(_RP.c.id).where(
+            _RP.c.name == name, _RP.c.id != me.id)).first():
+        raise exception.ResourceProviderExists(duplicates=name)
+    values = {'name': name, 'updated_at': models._now()}
+    new_root = None
+    if parent_uuid is not _NOT_GIVEN:
+        if parent_uuid is not None:
+            parent = _ids(ctx, parent_uuid)
+            if parent is None:
+                raise exception.ObjectActionError(
+                    action='create',
+                    reason='parent provider UUID does not exist.')
+            if (me.parent_provider_id is not None
+                    and me.parent_provider_id != parent.id
+                    and not allow_reparenting):
+                raise exception.ObjectActionError(
+                    action='update',
+                    reason='re-parenting a provider is not currently '
+                           'allowed.')
+            subtree = _subtree_ids(ctx, me.id, me.root_provider_id)
+            if parent.id in subtree:
+                raise exception.ObjectActionError(
+                    action='update',
+                    reason='creating loop in the provider tree is not '
+                           'allowed.')
+            values['parent_provider_id'] = parent.id
+            new_root = parent.root_provider_id
+        elif me.parent_provider_id is not None:
+            if not allow_reparenting:
+                raise exception.ObjectActionError(
+                    action='update',
+                    reason='un-parenting a provider is not currently '
+                           'allowed.')
+            subtree = _subtree_ids(ctx, me.id, me.root_provider_id)
+            values['parent_provider_id'] = None
+            new_root = me.id
+    if new_root is not None and new_root != me.root_provider_id:
+        ctx.session.execute(_RP.update().where(_RP.c.id.in_(subtree))
+                            .values(root_provider_id=new_root))
+    try:
+        ctx.session.execute(_RP.update().where(_RP.c.id == me.id)
+                            .values(**values))
+    except (db_exc.DBDuplicateEntry, sa.exc.IntegrityError):
+        raise exception.ResourceProviderExists(duplicates=name)
+    return get_by_uuid(ctx, uuid)
+
+
+@db_api.writer
+def delete(ctx, uuid):
+    """Delete a provider with its inventories, traits and aggregate links.
+    CannotDeleteParentResourceProvider if it has children,
+    ResourceProviderInUse if it has allocations."""
+    me = _ids(ctx, uuid)
+    if me is None:
+        raise exception.ResourceProviderNotFound(uuid=uuid)
+    if ctx.session.execute(sa.select(_RP.c.id).where(
+            _RP.c.parent_provider_id == me.id).limit(1)).first():
+        raise exception.CannotDeleteParentResourceProvider()
+    if ctx.session.execute(sa.select(models.ALLOC.c.id).where(
+            models.ALLOC.c.resource_provider_id == me.id).limit(1)).first():
+        raise exception.ResourceProviderInUse()
+    for table in (models.INV, models.RPA, models.RPT):
+        ctx.session.execute(table.delete().where(
+            table.c.resource_provider_id == me.id))
+    # A root refers to itself; clear that so the row can go on every backend.
+    ctx.session.execute(_RP.update().where(_RP.c.id == me.id)
+                        .values(root_provider_id=None))
+    try:
+        ctx.session.execute(_RP.delete().where(_RP.c.id == me.id))
+    except (db_exc.DBReferenceError, sa.exc.IntegrityError):
+        # A child was added concurrently.
+        raise exception.CannotDeleteParentResourceProvider()
