@@ -19,29 +19,37 @@ def _unauthorized():
 
 
 class NoAuthMiddleware:
-    """noauth2: trust the token. ``admin`` is an admin; ``user:project``
-    names who is asking; ``X-Roles`` adds roles, and the
-    ``OpenStack-System-Scope`` header passes through to the context."""
+    """noauth2, for tests and trusted setups: mimic what auth_token leaves.
+
+    The token names who is asking, ``user`` or ``user:project`` (project
+    defaults to user). Roles come from ``X-Roles`` when given, as keystone
+    would send them already expanded (admin does not imply reader here);
+    otherwise the ``admin`` user is an admin and anyone else has no role.
+    With ``OpenStack-System-Scope`` the token is system scoped, so no
+    project is set; oslo.context reads the scope header itself.
+    """
 
     def __init__(self, application):
         self.application = application
 
     @webob.dec.wsgify
     def __call__(self, req):
-        if req.environ['PATH_INFO'] == '/':
+        if req.environ['PATH_INFO'] in ('/', ''):
             return self.application
         if 'X-Auth-Token' not in req.headers:
             return _unauthorized()
         token = req.headers['X-Auth-Token']
         user_id, _sep, project_id = token.partition(':')
         project_id = project_id or user_id
-        roles = [r.strip() for r in req.headers.get('X-Roles', '').split(',')
-                 if r.strip()]
-        if user_id == 'admin' and 'admin' not in roles:
-            roles.insert(0, 'admin')
+        if 'HTTP_X_ROLES' in req.environ:
+            roles = req.headers['X-Roles'].split(',')
+        elif user_id == 'admin':
+            roles = ['admin']
+        else:
+            roles = []
         req.headers['X_USER_ID'] = user_id
-        req.headers['X_TENANT_ID'] = project_id
-        req.headers['X_PROJECT_ID'] = project_id
+        if not req.headers.get('OpenStack-System-Scope'):
+            req.headers['X_TENANT_ID'] = project_id
         req.headers['X_ROLES'] = ','.join(roles)
         return self.application
 
@@ -59,7 +67,7 @@ class KeystoneContext:
             req.environ, request_id=req.environ.get(
                 request_id.ENV_REQUEST_ID))
         ctx.config = self.config
-        if ctx.user_id is None and req.environ['PATH_INFO'] != '/':
+        if ctx.user_id is None and req.environ['PATH_INFO'] not in ('/', ''):
             LOG.debug('Neither X_USER_ID nor X_USER found in request')
             return _unauthorized()
         req.environ['placement.context'] = ctx
@@ -74,7 +82,7 @@ class KeystoneAuth(auth_token.AuthProtocol):
         super().__init__(app, conf)
 
     def __call__(self, environ, start_response):
-        if environ['PATH_INFO'] == '/':
+        if environ['PATH_INFO'] in ('/', ''):
             return self._placement_app(environ, start_response)
         return super().__call__(environ, start_response)
 

@@ -1,11 +1,202 @@
-"""Traits: the standard ones of os-traits plus CUSTOM_* ones."""
+"""Traits: the standard ones of os-traits plus CUSTOM_* ones, and which
+providers have them.
+
+Other modules map names and ids with the cached lookups here
+(``ids_for_names``, ``id_for_name``, ``name_for_id``, ``names_for_ids``),
+which cost no query once warm; see ``placement.objects.attribute_cache``.
+"""
+import collections
+
 import os_traits
 from oslo_db import exception as db_exc
 import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import models
+from placement import exception
+from placement.objects import attribute_cache
+from placement.objects import resource_provider as rp_obj
 
+CUSTOM_NAMESPACE = 'CUSTOM_'
+
+_TRAIT = models.TRAIT
+_RPT = models.RPT
+_COLUMNS = (_TRAIT.c.id, _TRAIT.c.name, _TRAIT.c.created_at,
+            _TRAIT.c.updated_at)
+
+# oslo.db turns unique violations into DBDuplicateEntry on the engines it
+# builds; an engine made by plain SQLAlchemy (as tests may) raises
+# IntegrityError instead.
+_DUPLICATE = (db_exc.DBDuplicateEntry, sa.exc.IntegrityError)
+
+
+def is_custom(name):
+    return name.startswith(CUSTOM_NAMESPACE)
+
+
+def _not_found(missing):
+    return exception.TraitNotFound(
+        names=', '.join(str(m) for m in missing))
+
+
+_CACHE = attribute_cache.NameIdCache(
+    _TRAIT, lambda _id, name: is_custom(name), _not_found)
+
+
+# --- cached lookups for everyone ---------------------------------------
+
+def ids_for_names(ctx, names):
+    """{name: id} for every name; TraitNotFound (404, "No such trait(s):
+    A, B.") naming every unknown one, in the order given."""
+    return _CACHE.ids_for_names(ctx, names)
+
+
+def id_for_name(ctx, name):
+    return _CACHE.id_for_name(ctx, name)
+
+
+def names_for_ids(ctx, ids):
+    """{id: name} for every id; TraitNotFound for unknown ids."""
+    return _CACHE.names_for_ids(ctx, ids)
+
+
+def name_for_id(ctx, trait_id):
+    return _CACHE.name_for_id(ctx, trait_id)
+
+
+# --- the resource ------------------------------------------------------
+
+@db_api.reader
+def get_all(ctx, name_in=None, prefix=None, associated=None):
+    """Trait rows (id, name, created_at, updated_at), optionally only
+    those named in ``name_in``, starting with ``prefix``, and/or
+    associated (True) or not (False) with some provider."""
+    sel = sa.select(*_COLUMNS)
+    order = _TRAIT.c.id
+    if name_in is not None:
+        sel = sel.where(_TRAIT.c.name.in_(list(name_in)))
+        order = _TRAIT.c.name
+    if prefix is not None:
+        sel = sel.where(_TRAIT.c.name.startswith(prefix, autoescape=True))
+    if associated is not None:
+        used = sa.exists().where(_RPT.c.trait_id == _TRAIT.c.id)
+        sel = sel.where(used if associated else ~used)
+    return ctx.session.execute(sel.order_by(order)).all()
+
+
+@db_api.reader
+def get_by_name(ctx, name):
+    """One trait row; TraitNotFound if there is none."""
+    row = ctx.session.execute(
+        sa.select(*_COLUMNS).where(_TRAIT.c.name == name)).first()
+    if row is None:
+        raise exception.TraitNotFound(names=name)
+    return row
+
+
+@db_api.writer
+def _insert(ctx, name):
+    ctx.session.execute(_TRAIT.insert().values(name=name))
+    return ctx.session.execute(
+        sa.select(*_COLUMNS).where(_TRAIT.c.name == name)).one()
+
+
+def create(ctx, name):
+    """Create trait ``name``; its row. TraitExists if it already exists."""
+    try:
+        row = _insert(ctx, name)
+    except _DUPLICATE:
+        raise exception.TraitExists(name=name)
+    _CACHE.forget_custom(ctx)
+    return row
+
+
+@db_api.writer
+def _delete(ctx, trait_id, name):
+    used = ctx.session.execute(
+        sa.select(_RPT.c.trait_id).where(
+            _RPT.c.trait_id == trait_id).limit(1)).first()
+    if used is not None:
+        raise exception.TraitInUse(name=name)
+    result = ctx.session.execute(_TRAIT.delete().where(
+        _TRAIT.c.id == trait_id))
+    if result.rowcount != 1:
+        raise exception.TraitNotFound(names=name)
+
+
+def destroy(ctx, name):
+    """Delete custom trait ``name``. TraitNotFound,
+    TraitCannotDeleteStandard, or TraitInUse while a provider has it."""
+    row = get_by_name(ctx, name)
+    if not is_custom(name):
+        raise exception.TraitCannotDeleteStandard(name=name)
+    try:
+        _delete(ctx, row.id, name)
+    finally:
+        _CACHE.forget_custom(ctx)
+
+
+# --- provider traits ---------------------------------------------------
+
+_PROVIDER_TRAITS_FROM = _RPT.join(_TRAIT, _RPT.c.trait_id == _TRAIT.c.id)
+
+
+@db_api.reader
+def get_for_provider(ctx, rp_id):
+    """The trait rows (id, name, created_at, updated_at) of one provider."""
+    return ctx.session.execute(
+        sa.select(*_COLUMNS).select_from(_PROVIDER_TRAITS_FROM)
+        .where(_RPT.c.resource_provider_id == rp_id)
+        .order_by(_TRAIT.c.id)).all()
+
+
+@db_api.reader
+def names_by_provider_ids(ctx, rp_ids):
+    """{provider id: set of trait names} for the given provider ids (those
+    without traits are absent)."""
+    result = collections.defaultdict(set)
+    rp_ids = list(rp_ids)
+    if not rp_ids:
+        return result
+    rows = ctx.session.execute(
+        sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id).where(
+            _RPT.c.resource_provider_id.in_(
+                sa.bindparam('rp_ids', expanding=True))),
+        {'rp_ids': rp_ids})
+    rows = rows.all()
+    names = names_for_ids(ctx, {r[1] for r in rows}) if rows else {}
+    for rp_id, trait_id in rows:
+        result[rp_id].add(names[trait_id])
+    return result
+
+
+@db_api.writer
+def set_for_provider(ctx, rp_id, generation, trait_ids):
+    """Make ``trait_ids`` exactly the traits of provider ``rp_id`` whose
+    generation the caller saw as ``generation``; the provider's generation
+    afterwards. The generation moves only when the set changes, and a
+    concurrent writer makes this raise ResourceProviderConcurrentUpdate-
+    Detected (409 placement.concurrent_update)."""
+    have = {r[0] for r in ctx.session.execute(
+        sa.select(_RPT.c.trait_id).where(
+            _RPT.c.resource_provider_id == rp_id))}
+    want = set(trait_ids)
+    to_delete = have - want
+    to_add = want - have
+    if not to_delete and not to_add:
+        return generation
+    if to_delete:
+        ctx.session.execute(_RPT.delete().where(
+            _RPT.c.resource_provider_id == rp_id).where(
+            _RPT.c.trait_id.in_(sorted(to_delete))))
+    if to_add:
+        ctx.session.execute(_RPT.insert(), [
+            {'resource_provider_id': rp_id, 'trait_id': trait_id}
+            for trait_id in sorted(to_add)])
+    return rp_obj.increment_generation(ctx, rp_id, generation)
+
+
+# --- start-up ----------------------------------------------------------
 
 @db_api.writer
 def _sync_standard_traits(ctx):
@@ -20,10 +211,12 @@ def _sync_standard_traits(ctx):
 def ensure_sync(ctx):
     """Add the standard traits the installed os-traits knows and the
     database lacks; custom traits are left alone. Safe to run often and
-    from several processes at once."""
+    from several processes at once. Runs whenever an application is built
+    over a database, so it also drops this process's cached lookups."""
+    _CACHE.reset()
     for _attempt in range(3):
         try:
             return _sync_standard_traits(ctx)
-        except db_exc.DBDuplicateEntry:
+        except _DUPLICATE:
             continue
     return 0
