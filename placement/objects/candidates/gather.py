@@ -1,0 +1,504 @@
+"""Gather, in SQL, what the combiner needs to build allocation candidates.
+
+Per request group, one query returns compact (provider, root, class) rows
+for providers that can serve each requested amount on their own (capacity
+minus usage, min_unit, max_unit, step_size) and that pass the group's
+filters (traits, aggregates, in_tree, root_required on the root). Sharing
+providers (trait MISC_SHARES_VIA_AGGREGATE) are looked up once, with the
+roots of every tree they share an aggregate with ("anchors").
+
+Root providers are walked in id windows that grow geometrically: when a
+limit is asked for, the first window usually yields enough candidates, so
+the work stays flat however many providers exist; without a limit one
+window covers everything. For each window three more queries load the
+trees involved (providers, inventories with usage, traits) and the pure
+combiner (``combine.py``) does the rest.
+
+The rules each group follows are upstream's:
+
+* numbered group: one provider holds every resource, every required
+  trait, none of the forbidden ones, is itself in the member_of aggregates
+  and not in a forbidden one; its anchor is its root, plus, for a sharing
+  provider, every root it shares an aggregate with;
+* unnumbered group: each class may come from a different provider of the
+  anchor's tree or from a sharing provider; a provider qualifies for
+  member_of when it or the anchor root is in the aggregates (a root's
+  aggregates span its tree), and a sharing provider must itself be in
+  them; forbidden aggregates exclude a provider in them or under a root in
+  them; traits are judged on the providers used, together (combine);
+* resourceless numbered groups (1.36) match providers by their traits and
+  aggregates only.
+"""
+import collections
+import random
+
+import os_traits
+import sqlalchemy as sa
+
+from placement.db import api as db_api
+from placement.db import models
+from placement.objects.candidates import combine
+from placement.objects import resource_class as rc_obj
+from placement.objects import trait as trait_obj
+
+_RP = models.RP
+_INV = models.INV
+_ALLOC = models.ALLOC
+_RPT = models.RPT
+_RPA = models.RPA
+_AGG = models.AGG
+_RC = models.RC
+_TRAIT = models.TRAIT
+
+SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
+_FIRST_WINDOW = 256
+
+
+class Empty(Exception):
+    """Nothing can match: answer with no candidates."""
+
+
+class _Group:
+    """A request group with names resolved to ids."""
+
+    def __init__(self, rg, rc_ids, required, forbidden, member_of,
+                 forbidden_aggs, tree_root):
+        self.rg = rg
+        self.suffix = rg.suffix
+        self.numbered = rg.use_same_provider
+        self.resources = list(rg.resources.items())     # [(name, amount)]
+        self.rc_ids = rc_ids                            # {name: id}
+        self.required = required                        # [set(ids)]
+        self.forbidden = forbidden                      # set(ids)
+        self.member_of = member_of                      # [set(agg ids)]
+        self.forbidden_aggs = forbidden_aggs            # set(agg ids)
+        self.tree_root = tree_root                      # root id or None
+
+
+def _used(rp_col, rc_col):
+    """Correlated usage sum; uses the (provider, class, used) index."""
+    return sa.func.coalesce(
+        sa.select(sa.func.sum(_ALLOC.c.used))
+        .where(_ALLOC.c.resource_provider_id == rp_col)
+        .where(_ALLOC.c.resource_class_id == rc_col)
+        .scalar_subquery(), 0)
+
+
+def _has_trait(rp_col, trait_ids):
+    return sa.exists().where(_RPT.c.resource_provider_id == rp_col).where(
+        _RPT.c.trait_id.in_(sorted(trait_ids)))
+
+
+def _in_aggs(rp_col, agg_ids):
+    return sa.exists().where(_RPA.c.resource_provider_id == rp_col).where(
+        _RPA.c.aggregate_id.in_(sorted(agg_ids)))
+
+
+def _in_all(rp_col, lists):
+    return sa.and_(*[_in_aggs(rp_col, ids) for ids in lists])
+
+
+class Gatherer:
+    """Resolve one request against the database, window by window."""
+
+    def __init__(self, ctx, groups, wide):
+        self.ctx = ctx
+        self.session = ctx.session
+        self.wide = wide
+        self.groups = self._resolve(groups)
+        self.sharing = self._sharing_providers()
+        # Per group, the rows of sharing providers able to serve it
+        # (not bounded by window: their anchors are).
+        self._sharing_rows = {}
+
+    # -- names to ids -------------------------------------------------------
+
+    def _trait_ids(self, names):
+        return {trait_obj.id_for_name(self.ctx, name) for name in names}
+
+    def _resolve(self, groups):
+        wide = self.wide
+        self.root_required = self._trait_ids(sorted(wide.root_required))
+        self.root_forbidden = self._trait_ids(sorted(wide.root_forbidden))
+        agg_uuids = set()
+        for rg in groups.values():
+            for any_of in rg.member_of:
+                agg_uuids |= any_of
+            agg_uuids |= rg.forbidden_aggs
+        agg_ids = {}
+        if agg_uuids:
+            agg_ids = dict(self.session.execute(
+                sa.select(_AGG.c.uuid, _AGG.c.id).where(
+                    _AGG.c.uuid.in_(sorted(agg_uuids)))).all())
+        resolved = []
+        empty = False
+        for rg in groups.values():
+            rc_ids = {name: rc_obj.id_for_name(self.ctx, name)
+                      for name in rg.resources}
+            required = [self._trait_ids(sorted(any_of))
+                        for any_of in rg.required]
+            forbidden = self._trait_ids(sorted(rg.forbidden))
+            member_of = []
+            for any_of in rg.member_of:
+                ids = {agg_ids[u] for u in any_of if u in agg_ids}
+                if not ids:
+                    empty = True
+                member_of.append(ids)
+            forbidden_aggs = {agg_ids[u] for u in rg.forbidden_aggs
+                              if u in agg_ids}
+            tree_root = None
+            if rg.in_tree:
+                tree_root = self.session.execute(
+                    sa.select(_RP.c.root_provider_id).where(
+                        _RP.c.uuid == rg.in_tree)).scalar()
+                if tree_root is None:
+                    empty = True
+            resolved.append(_Group(rg, rc_ids, required, forbidden,
+                                   member_of, forbidden_aggs, tree_root))
+        if empty:
+            raise Empty()
+        return resolved
+
+    def _sharing_providers(self):
+        try:
+            tid = trait_obj.id_for_name(self.ctx, SHARING_TRAIT)
+        except Exception:
+            return set()
+        return {r[0] for r in self.session.execute(
+            sa.select(_RPT.c.resource_provider_id).where(
+                _RPT.c.trait_id == tid))}
+
+    def has_trees(self):
+        return self.session.execute(
+            sa.select(_RP.c.id).where(
+                _RP.c.parent_provider_id.isnot(None)).limit(1)).first() \
+            is not None
+
+    # -- filters -------------------------------------------------------------
+
+    def _root_ok(self, root_col):
+        conds = []
+        if self.root_required:
+            conds.extend(_has_trait(root_col, {t})
+                         for t in self.root_required)
+        if self.root_forbidden:
+            conds.append(~_has_trait(root_col, self.root_forbidden))
+        return conds
+
+    def _provider_filters(self, g, rp_col, root_col):
+        """WHERE terms a provider must meet to serve group ``g``."""
+        conds = []
+        if g.numbered:
+            for any_of in g.required:
+                conds.append(_has_trait(rp_col, any_of))
+            if g.member_of:
+                conds.append(_in_all(rp_col, g.member_of))
+            if g.forbidden_aggs:
+                conds.append(~_in_aggs(rp_col, g.forbidden_aggs))
+        else:
+            if g.member_of:
+                conds.append(sa.or_(_in_all(rp_col, g.member_of),
+                                    _in_all(root_col, g.member_of)))
+            if g.forbidden_aggs:
+                conds.append(~_in_aggs(rp_col, g.forbidden_aggs))
+                conds.append(~_in_aggs(root_col, g.forbidden_aggs))
+            if g.required and not self.sharing:
+                # Without sharing providers the traits must come from the
+                # tree itself: drop trees lacking one of the any-of sets.
+                tree = _RP.alias('tree_member')
+                for any_of in g.required:
+                    conds.append(sa.exists().where(
+                        tree.c.root_provider_id == root_col).where(
+                        _RPT.c.resource_provider_id == tree.c.id).where(
+                        _RPT.c.trait_id.in_(sorted(any_of))))
+        if g.forbidden:
+            conds.append(~_has_trait(rp_col, g.forbidden))
+        return conds
+
+    def _capacity_rows(self, g, extra):
+        """(rp id, root id, rc id) for each class a provider can serve."""
+        rp = _RP
+        per_rc = []
+        for name, amount in g.resources:
+            rc_id = g.rc_ids[name]
+            per_rc.append(sa.and_(
+                _INV.c.resource_class_id == rc_id,
+                _used(_INV.c.resource_provider_id, rc_id) + amount <=
+                (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
+                _INV.c.min_unit <= amount,
+                _INV.c.max_unit >= amount,
+                amount % _INV.c.step_size == 0))
+        sel = sa.select(rp.c.id, rp.c.root_provider_id,
+                        _INV.c.resource_class_id).select_from(
+            rp.join(_INV, _INV.c.resource_provider_id == rp.c.id)).where(
+            sa.or_(*per_rc))
+        for cond in self._provider_filters(g, rp.c.id, rp.c.root_provider_id):
+            sel = sel.where(cond)
+        for cond in extra:
+            sel = sel.where(cond)
+        return self.session.execute(sel).all()
+
+    def _resourceless_rows(self, g, extra):
+        """Providers matching a resourceless group's traits/aggregates."""
+        if not (g.required or g.member_of):
+            # Upstream finds nothing without a positive filter.
+            return []
+        sel = sa.select(_RP.c.id, _RP.c.root_provider_id, sa.null())
+        for cond in self._provider_filters(g, _RP.c.id,
+                                           _RP.c.root_provider_id):
+            sel = sel.where(cond)
+        for cond in extra:
+            sel = sel.where(cond)
+        return self.session.execute(sel).all()
+
+    def _rows(self, g, extra):
+        if g.resources:
+            return self._capacity_rows(g, extra)
+        return self._resourceless_rows(g, extra)
+
+    def _sharing_rows_for(self, g):
+        """Rows of sharing providers able to serve ``g`` (any window)."""
+        if g.suffix in self._sharing_rows:
+            return self._sharing_rows[g.suffix]
+        rows = []
+        if self.sharing and not (g.tree_root is not None and not g.numbered):
+            extra = [_RP.c.id.in_(sorted(self.sharing))]
+            if g.tree_root is not None and g.resources:
+                extra.append(_RP.c.root_provider_id == g.tree_root)
+            if not g.numbered and g.member_of:
+                # The sharing provider itself must be in the aggregates.
+                extra.append(_in_all(_RP.c.id, g.member_of))
+            rows = self._rows(g, extra)
+        self._sharing_rows[g.suffix] = rows
+        return rows
+
+    def _anchors_of(self, sharing_ids, lo, hi):
+        """{sharing provider id: {root ids in window sharing an agg}}."""
+        if not sharing_ids:
+            return {}
+        mine = _RPA.alias('mine')
+        other = _RPA.alias('other')
+        sel = sa.select(mine.c.resource_provider_id, _RP.c.root_provider_id)\
+            .select_from(
+                mine.join(other, other.c.aggregate_id == mine.c.aggregate_id)
+                .join(_RP, _RP.c.id == other.c.resource_provider_id))\
+            .where(mine.c.resource_provider_id.in_(sorted(sharing_ids)))\
+            .where(_RP.c.root_provider_id >= lo)\
+            .where(_RP.c.root_provider_id < hi).distinct()
+        out = collections.defaultdict(set)
+        for sp, root in self.session.execute(sel):
+            out[sp].add(root)
+        return out
+
+    def _roots_matching(self, roots, conds_for):
+        if not roots:
+            return set()
+        sel = sa.select(_RP.c.id).where(_RP.c.id.in_(sorted(roots)))
+        for cond in conds_for(_RP.c.id):
+            sel = sel.where(cond)
+        return {r[0] for r in self.session.execute(sel)}
+
+    # -- one window ------------------------------------------------------------
+
+    def window(self, lo, hi):
+        """combine.Group list and the anchors seen, for roots in [lo, hi)."""
+        window_conds = [_RP.c.root_provider_id >= lo,
+                        _RP.c.root_provider_id < hi]
+        window_conds.extend(self._root_ok(_RP.c.root_provider_id))
+        per_group = []
+        sharing_used = set()
+        for g in self.groups:
+            extra = list(window_conds)
+            if g.tree_root is not None and g.resources:
+                # in_tree is ignored by upstream for resourceless groups.
+                extra.append(_RP.c.root_provider_id == g.tree_root)
+            rows = self._rows(g, extra)
+            srows = []
+            if self.sharing:
+                srows = [r for r in self._sharing_rows_for(g)
+                         if g.numbered or g.tree_root is None]
+                sharing_used.update(r[0] for r in srows)
+            if not rows and not srows:
+                return None
+            per_group.append((g, rows, srows))
+
+        anchors_of = self._anchors_of(sharing_used, lo, hi)
+        if anchors_of:
+            anchor_roots = set().union(*anchors_of.values())
+            if self.root_required or self.root_forbidden:
+                good = self._roots_matching(anchor_roots, self._root_ok)
+                anchors_of = {sp: roots & good
+                              for sp, roots in anchors_of.items()}
+        out = []
+        for g, rows, srows in per_group:
+            bad_roots = set()
+            if srows and g.forbidden_aggs and not g.numbered:
+                roots = set().union(*anchors_of.values()) \
+                    if anchors_of else set()
+                bad_roots = self._roots_matching(
+                    roots, lambda col: [_in_aggs(col, g.forbidden_aggs)])
+            out.append(self._to_combine_group(g, rows, srows, anchors_of,
+                                              bad_roots))
+        return out
+
+    def _to_combine_group(self, g, rows, srows, anchors_of, bad_roots):
+        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
+        if g.numbered:
+            # provider -> classes it can serve; keep those serving all.
+            served = collections.defaultdict(set)
+            root_of = {}
+            for rp, root, rc in rows:
+                served[rp].add(rc)
+                root_of[rp] = root
+            need = set(g.rc_ids.values())
+            by_anchor = collections.defaultdict(list)
+            for rp in sorted(served):
+                if served[rp] >= need:
+                    by_anchor[root_of[rp]].append(rp)
+            s_served = collections.defaultdict(set)
+            for rp, root, rc in srows:
+                s_served[rp].add(rc)
+            for rp in sorted(s_served):
+                if s_served[rp] >= need:
+                    for anchor in sorted(anchors_of.get(rp, ())):
+                        lst = by_anchor[anchor]
+                        if rp not in lst:
+                            lst.append(rp)
+            return combine.Group(g.suffix, g.resources, dict(by_anchor))
+        by_anchor = collections.defaultdict(
+            lambda: collections.defaultdict(list))
+        for rp, root, rc in sorted(rows):
+            by_anchor[root][names[rc]].append(rp)
+        for rp, root, rc in sorted(srows):
+            for anchor in sorted(anchors_of.get(rp, ())):
+                if anchor in bad_roots:
+                    continue
+                lst = by_anchor[anchor][names[rc]]
+                if rp not in lst:
+                    lst.append(rp)
+        return combine.Group(
+            g.suffix, g.resources,
+            {a: dict(per) for a, per in by_anchor.items()},
+            required=[set(g_ids) for g_ids in g.rg.required],
+            forbidden=set(g.rg.forbidden))
+
+    # -- tree details -----------------------------------------------------
+
+    def providers(self, root_ids, rp_ids=()):
+        """{id: combine.Provider} for whole trees under ``root_ids`` plus
+        the trees of ``rp_ids`` (sharing providers)."""
+        roots = set(root_ids)
+        if rp_ids:
+            roots |= {r[0] for r in self.session.execute(
+                sa.select(_RP.c.root_provider_id).where(
+                    _RP.c.id.in_(sorted(rp_ids))))}
+        if not roots:
+            return {}
+        roots = sorted(roots)
+        provs = {}
+        for rid, uuid, parent, root in self.session.execute(
+                sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
+                          _RP.c.root_provider_id).where(
+                    _RP.c.root_provider_id.in_(roots))):
+            provs[rid] = combine.Provider(rid, uuid, parent, root)
+        traits = collections.defaultdict(set)
+        for rid, name in self.session.execute(
+                sa.select(_RPT.c.resource_provider_id, _TRAIT.c.name)
+                .select_from(_RPT.join(_TRAIT, _TRAIT.c.id == _RPT.c.trait_id)
+                             .join(_RP, _RP.c.id ==
+                                   _RPT.c.resource_provider_id))
+                .where(_RP.c.root_provider_id.in_(roots))):
+            traits[rid].add(name)
+        for rid, names in traits.items():
+            provs[rid].traits = frozenset(names)
+        inv_sel = sa.select(
+            _INV.c.resource_provider_id, _RC.c.name, _INV.c.total,
+            _INV.c.reserved, _INV.c.allocation_ratio, _INV.c.max_unit,
+            _used(_INV.c.resource_provider_id, _INV.c.resource_class_id),
+        ).select_from(
+            _INV.join(_RC, _RC.c.id == _INV.c.resource_class_id)
+            .join(_RP, _RP.c.id == _INV.c.resource_provider_id)).where(
+            _RP.c.root_provider_id.in_(roots))
+        for rid, name, total, reserved, ratio, max_unit, used in \
+                self.session.execute(inv_sel):
+            capacity = int((total - reserved) * ratio)
+            provs[rid].inventory[name] = (capacity, int(used or 0), max_unit)
+        return provs
+
+    def id_range(self):
+        lo, hi = self.session.execute(
+            sa.select(sa.func.min(_RP.c.id), sa.func.max(_RP.c.id))).one()
+        return lo, hi
+
+
+@db_api.reader
+def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
+         strategy='depth-first', randomize=False):
+    """The allocation candidates for ``groups`` (request.RequestGroup by
+    suffix) and ``wide`` (request.RequestWide).
+
+    Returns (candidates, providers, has_trees): a list of
+    combine.Candidate, {id: combine.Provider} for every provider of every
+    tree involved, and whether any provider has a parent.
+
+    Without randomization generation stops at ``limit`` (or
+    ``max_candidates``). With randomization, as upstream, up to
+    ``max_candidates`` are generated and ``limit`` of them sampled.
+    """
+    try:
+        gatherer = Gatherer(ctx, groups, wide)
+    except Empty:
+        return [], {}, False
+    has_trees = gatherer.has_trees()
+    cap = max_candidates if (max_candidates is not None and
+                             max_candidates >= 0) else None
+    if wide.limit is not None and not randomize:
+        cap = wide.limit if cap is None else min(cap, wide.limit)
+    isolate = wide.group_policy == 'isolate'
+    lo, hi = gatherer.id_range()
+    if lo is None:
+        return [], {}, has_trees
+    hi += 1
+    step = _FIRST_WINDOW if cap is not None else hi - lo
+    found = []
+    providers = {}
+    seen = set()
+    start = lo
+    while start < hi and (cap is None or len(found) < cap):
+        end = min(hi, start + step)
+        cgroups = gatherer.window(start, end)
+        start = end
+        step *= 4
+        if cgroups is None:
+            continue
+        anchors = combine.viable_anchors(cgroups)
+        if not anchors:
+            continue
+        used_sharing = set()
+        for cg in cgroups:
+            for per in cg.by_anchor.values():
+                if cg.same_provider:
+                    used_sharing.update(rp for rp in per
+                                        if rp in gatherer.sharing)
+                else:
+                    for lst in per.values():
+                        used_sharing.update(rp for rp in lst
+                                            if rp in gatherer.sharing)
+        providers.update(gatherer.providers(
+            anchors, used_sharing - set(providers)))
+        gen = combine.combine(
+            providers, cgroups, isolate=isolate,
+            same_subtrees=wide.same_subtrees,
+            one_provider_per_tree=not nested_aware and has_trees,
+            strategy=strategy, anchors=anchors, seen=seen,
+            shared_ids=gatherer.sharing)
+        for cand in gen:
+            found.append(cand)
+            if cap is not None and len(found) >= cap:
+                break
+    if randomize:
+        if wide.limit is not None and len(found) > wide.limit:
+            found = random.sample(found, wide.limit)
+        else:
+            random.shuffle(found)
+    return found, providers, has_trees
