@@ -154,3 +154,9 @@ class InvalidInventoryCapacityReservedCanBeTotal(InvalidInventoryCapacity):
     msg_fmt = ("Invalid inventory for '%(resource_class)s' on "
                "resource provider '%(resource_provider)s'. "
                "The reserved value is greater than total.")
+
+
+class InventoryExists(Conflict):
+    code = errors.CONCURRENT_UPDATE
+    msg_fmt = ("Inventory for '%(resource_class)s' on "
+               "resource provider '%(resource_provider)s' already exists.")

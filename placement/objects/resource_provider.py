@@ -56,34 +56,19 @@ def increment_generation(ctx, rp_id, expected_generation):
     return expected_generation + 1
 
 
-# --- name <-> id lookups (until the shared caches land) -------------------
+# --- name <-> id lookups (the shared caches; imported late: they import
+# this module) ---------------------------------------------------------------
 
 def trait_ids(ctx, names):
     """{name: id} for trait ``names``; TraitNotFound naming any missing."""
-    names = set(names)
-    if not names:
-        return {}
-    found = {r[0]: r[1] for r in ctx.session.execute(
-        sa.select(models.TRAIT.c.name, models.TRAIT.c.id)
-        .where(models.TRAIT.c.name.in_(names)))}
-    missing = names - set(found)
-    if missing:
-        raise exception.TraitNotFound(names=', '.join(sorted(missing)))
-    return found
+    from placement.objects import trait as trait_obj
+    return trait_obj.ids_for_names(ctx, sorted(set(names))) if names else {}
 
 
 def resource_class_ids(ctx, names):
     """{name: id} for resource class ``names``; ResourceClassNotFound."""
-    names = set(names)
-    if not names:
-        return {}
-    found = {r[0]: r[1] for r in ctx.session.execute(
-        sa.select(models.RC.c.name, models.RC.c.id)
-        .where(models.RC.c.name.in_(names)))}
-    for name in sorted(names):
-        if name not in found:
-            raise exception.ResourceClassNotFound(resource_class=name)
-    return found
+    from placement.objects import resource_class as rc_obj
+    return rc_obj.ids_for_names(ctx, sorted(set(names))) if names else {}
 
 
 # --- composable filters (also for allocation candidates) -----------------

@@ -1,0 +1,131 @@
+"""Inventories: what each provider offers of each resource class.
+
+Every write bumps the provider generation by compare-and-swap against
+the generation the caller read, in the same transaction.
+"""
+import sqlalchemy as sa
+
+from placement.db import api as db_api
+from placement.db import models
+from placement import exception
+from placement.objects import resource_provider as rp_obj
+
+_INV = models.INV
+_ALLOC = models.ALLOC
+FIELDS = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
+          'allocation_ratio')
+
+
+def capacity(inv):
+    """Usable amount: (total - reserved) * allocation_ratio, truncated."""
+    return int((inv['total'] - inv['reserved']) * inv['allocation_ratio'])
+
+
+@db_api.reader
+def get_all(ctx, rp_id):
+    """[{resource_class, total, ..., updated_at, created_at}] of a
+    provider, ordered by class name."""
+    rows = ctx.session.execute(
+        sa.select(models.RC.c.name.label('resource_class'),
+                  *[_INV.c[f] for f in FIELDS],
+                  _INV.c.updated_at, _INV.c.created_at)
+        .select_from(_INV.join(
+            models.RC, _INV.c.resource_class_id == models.RC.c.id))
+        .where(_INV.c.resource_provider_id == rp_id)
+        .order_by(models.RC.c.name))
+    return [dict(r._mapping) for r in rows]
+
+
+def _rc_id(ctx, name):
+    return rp_obj.resource_class_ids(ctx, [name])[name]
+
+
+def _refuse_if_allocated(ctx, rp, rc_ids):
+    names = [r[0] for r in ctx.session.execute(
+        sa.select(models.RC.c.name)
+        .where(models.RC.c.id.in_(
+            sa.select(_ALLOC.c.resource_class_id).where(
+                _ALLOC.c.resource_provider_id == rp.id,
+                _ALLOC.c.resource_class_id.in_(rc_ids))))
+        .order_by(models.RC.c.name))]
+    if names:
+        raise exception.InventoryInUse(resource_classes=', '.join(names),
+                                       resource_provider=rp.uuid)
+
+
+def _values(data):
+    return {f: data[f] for f in FIELDS}
+
+
+@db_api.writer
+def add(ctx, rp, rc_name, data):
+    """Add one class; the new generation. ResourceClassNotFound,
+    InventoryExists if the class is already there."""
+    rc_id = _rc_id(ctx, rc_name)
+    if ctx.session.execute(sa.select(_INV.c.id).where(
+            _INV.c.resource_provider_id == rp.id,
+            _INV.c.resource_class_id == rc_id)).first():
+        raise exception.InventoryExists(resource_class=rc_name,
+                                        resource_provider=rp.uuid)
+    ctx.session.execute(_INV.insert().values(
+        resource_provider_id=rp.id, resource_class_id=rc_id,
+        created_at=models._now(), **_values(data)))
+    return rp_obj.increment_generation(ctx, rp.id, rp.generation)
+
+
+@db_api.writer
+def update(ctx, rp, rc_name, data):
+    """Replace one class's record; the new generation. Shrinking below
+    current usage is allowed (upstream only logs it)."""
+    rc_id = _rc_id(ctx, rc_name)
+    result = ctx.session.execute(
+        _INV.update().where(_INV.c.resource_provider_id == rp.id,
+                            _INV.c.resource_class_id == rc_id)
+        .values(updated_at=models._now(), **_values(data)))
+    if not result.rowcount:
+        raise exception.InventoryWithResourceClassNotFound(
+            resource_class=rc_name)
+    return rp_obj.increment_generation(ctx, rp.id, rp.generation)
+
+
+@db_api.writer
+def delete(ctx, rp, rc_name):
+    """Remove one class; the new generation. InventoryInUse if allocated,
+    NotFound if the provider has no such inventory."""
+    rc_id = _rc_id(ctx, rc_name)
+    _refuse_if_allocated(ctx, rp, [rc_id])
+    result = ctx.session.execute(_INV.delete().where(
+        _INV.c.resource_provider_id == rp.id,
+        _INV.c.resource_class_id == rc_id))
+    if not result.rowcount:
+        raise exception.NotFound(
+            'No inventory of class %s found for delete' % rc_name)
+    return rp_obj.increment_generation(ctx, rp.id, rp.generation)
+
+
+@db_api.writer
+def set_all(ctx, rp, inventories):
+    """Make {class name: record} the provider's whole inventory; the new
+    generation. Removing an allocated class raises InventoryInUse."""
+    wanted = rp_obj.resource_class_ids(ctx, inventories)
+    have = {r[0] for r in ctx.session.execute(
+        sa.select(_INV.c.resource_class_id).where(
+            _INV.c.resource_provider_id == rp.id))}
+    to_delete = have - set(wanted.values())
+    if to_delete:
+        _refuse_if_allocated(ctx, rp, to_delete)
+        ctx.session.execute(_INV.delete().where(
+            _INV.c.resource_provider_id == rp.id,
+            _INV.c.resource_class_id.in_(to_delete)))
+    now = models._now()
+    for name, rc_id in sorted(wanted.items()):
+        if rc_id in have:
+            ctx.session.execute(
+                _INV.update().where(_INV.c.resource_provider_id == rp.id,
+                                    _INV.c.resource_class_id == rc_id)
+                .values(updated_at=now, **_values(inventories[name])))
+        else:
+            ctx.session.execute(_INV.insert().values(
+                resource_provider_id=rp.id, resource_class_id=rc_id,
+                created_at=now, **_values(inventories[name])))
+    return rp_obj.increment_generation(ctx, rp.id, rp.generation)
