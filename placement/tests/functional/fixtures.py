@@ -4,7 +4,10 @@
 ``placement.tests.db``) and exports uuids and names the YAML files use as
 ``$ENVIRON['NAME']``. Worlds are built through the API in the YAML itself.
 """
+import json
 import os
+import shutil
+import tempfile
 import uuid
 
 from gabbi import fixture
@@ -94,3 +97,31 @@ class MaxCandidatesFixture(APIFixture):
 class SmallBodyLimitFixture(APIFixture):
     """A 1 KiB request body limit, so 413 tests need no megabyte bodies."""
     conf_overrides = {('oslo_middleware', 'max_request_body_size'): 1024}
+
+
+class PolicyFileFixture(APIFixture):
+    """An operator policy file ([oslo_policy] policy_file) overriding two
+    defaults: project readers may list traits; nobody may list resource
+    classes."""
+    policy_rules = {'placement:traits:list': 'role:reader',
+                    'placement:resource_classes:list': '!'}
+
+    def start_fixture(self):
+        self._policy_dir = tempfile.mkdtemp(prefix='placement-policy-')
+        path = os.path.join(self._policy_dir, 'policy.yaml')
+        with open(path, 'w') as f:
+            json.dump(self.policy_rules, f)   # JSON is YAML
+        self.conf_overrides = dict(self.conf_overrides)
+        self.conf_overrides[('oslo_policy', 'policy_file')] = path
+        super().start_fixture()
+
+    def stop_fixture(self):
+        super().stop_fixture()
+        shutil.rmtree(self._policy_dir, ignore_errors=True)
+
+
+class LegacyPolicyFixture(APIFixture):
+    """The legacy policy defaults: the deprecated rule:admin_api
+    alternatives count. (oslo.policy 6 always enforces token scope; it has
+    no enforce_scope option any more.)"""
+    conf_overrides = {('oslo_policy', 'enforce_new_defaults'): False}
