@@ -1,0 +1,64 @@
+"""Aggregate membership of providers. Aggregates are only uuids: a row in
+placement_aggregates appears the first time a uuid is associated."""
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
+import sqlalchemy as sa
+
+from placement.db import api as db_api
+from placement.db import models
+from placement.objects import resource_provider as rp_obj
+
+_AGG = models.AGG
+_RPA = models.RPA
+
+
+@db_api.reader
+def get_for_provider(ctx, rp_id):
+    """The aggregate uuids a provider is directly associated with."""
+    return [r[0] for r in ctx.session.execute(
+        sa.select(_AGG.c.uuid)
+        .select_from(_AGG.join(_RPA, _RPA.c.aggregate_id == _AGG.c.id))
+        .where(_RPA.c.resource_provider_id == rp_id)
+        .order_by(_AGG.c.uuid))]
+
+
+def _ensure(ctx, agg_uuids):
+    """{uuid: id}, inserting the uuids never seen before."""
+    if not agg_uuids:
+        return {}
+    found = {r[0]: r[1] for r in ctx.session.execute(
+        sa.select(_AGG.c.uuid, _AGG.c.id)
+        .where(_AGG.c.uuid.in_(sorted(agg_uuids))))}
+    for agg_uuid in sorted(set(agg_uuids) - set(found)):
+        result = ctx.session.execute(_AGG.insert().values(
+            uuid=agg_uuid, created_at=models._now()))
+        found[agg_uuid] = result.inserted_primary_key[0]
+    return found
+
+
+# Two writers creating the same new aggregate: the loser starts again and
+# finds it.
+@oslo_db_api.wrap_db_retry(
+    max_retries=5, retry_interval=0.05,
+    exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry))
+@db_api.writer
+def set_for_provider(ctx, rp, agg_uuids, increment_generation=False):
+    """Make ``agg_uuids`` exactly the provider's aggregates; the provider's
+    generation afterwards (bumped by compare-and-swap when asked, 1.19+)."""
+    wanted = _ensure(ctx, set(agg_uuids))
+    have = {r[0] for r in ctx.session.execute(
+        sa.select(_RPA.c.aggregate_id)
+        .where(_RPA.c.resource_provider_id == rp.id))}
+    gone = have - set(wanted.values())
+    if gone:
+        ctx.session.execute(_RPA.delete().where(
+            _RPA.c.resource_provider_id == rp.id,
+            _RPA.c.aggregate_id.in_(gone)))
+    new = sorted(set(wanted.values()) - have)
+    if new:
+        ctx.session.execute(_RPA.insert(), [
+            {'resource_provider_id': rp.id, 'aggregate_id': agg_id}
+            for agg_id in new])
+    if increment_generation:
+        return rp_obj.increment_generation(ctx, rp.id, rp.generation)
+    return rp.generation
