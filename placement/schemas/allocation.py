@@ -16,8 +16,6 @@ UUID_PATTERN = '^[0-9a-fA-F-]{36}$'
 RC_PATTERN = '^[A-Z0-9_]+$'
 CONSUMER_TYPE_PATTERN = '^[A-Z0-9_]+$'
 GROUP_SUFFIX_PATTERN_1_33 = '[a-zA-Z0-9_-]{1,64}'
-# allocations.used is a 32-bit column on every backend.
-MAX_AMOUNT = 2 ** 31 - 1
 
 _EXTERNAL_ID = {'type': 'string', 'minLength': 1, 'maxLength': 255}
 
@@ -25,8 +23,7 @@ _RESOURCES = {
     'type': 'object',
     'minProperties': 1,
     'patternProperties': {
-        RC_PATTERN: {'type': 'integer', 'minimum': 1,
-                     'maximum': MAX_AMOUNT},
+        RC_PATTERN: {'type': 'integer', 'minimum': 1},
     },
     'additionalProperties': False,
 }
