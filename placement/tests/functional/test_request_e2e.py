@@ -135,6 +135,13 @@ class World:
                     'traits': sorted(traits)})
         return rp
 
+    def aggregate(self, name, aggregate):
+        rp = self.uuids[name]
+        self.client.request(
+            'PUT', '/resource_providers/%s/aggregates' % rp, json={
+                'resource_provider_generation': self._generation(rp),
+                'aggregates': [aggregate]})
+
     def _generation(self, rp):
         return self.client.request(
             'GET', '/resource_providers/%s' % rp).json()['generation']
@@ -292,6 +299,24 @@ def test_stale_explicit_generation_is_a_concurrent_update(client, world):
                                'proj', 'user', consumer_generation=None)
     assert err.value.status == 409
     assert err.value.code == 'placement.concurrent_update'
+
+
+def test_aggregates_from_request_filters(client, world):
+    # As nova's request filters add them: required or forbidden member_of.
+    agg = str(uuid.uuid4())
+    world.aggregate('cn1', agg)
+    inside = rq.build_request(FLAVOR, {}, vcpus=1, member_of=[agg])
+    outside = rq.build_request(FLAVOR, {}, vcpus=1, member_of=['!' + agg])
+    outside_in = rq.build_request(FLAVOR, {}, vcpus=1,
+                                  member_of=['!in:%s,%s' % (
+                                      agg, uuid.uuid4())])
+    assert hosts(world, client.get_allocation_candidates(inside)) == {'cn1'}
+    assert hosts(world, client.get_allocation_candidates(outside)) == {'cn2'}
+    assert hosts(world, client.get_allocation_candidates(outside_in)) == {
+        'cn2'}
+    with_image = rq.build_request(FLAVOR, IMAGE, vcpus=1,
+                                  member_of=['!' + agg])
+    assert hosts(world, client.get_allocation_candidates(with_image)) == set()
 
 
 # -- rebuild pre-flight check ----------------------------------------------
