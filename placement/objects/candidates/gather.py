@@ -37,6 +37,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import models
+from placement import exception
 from placement.objects.candidates import combine
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -120,6 +121,13 @@ class Gatherer:
         wide = self.wide
         self.root_required = self._trait_ids(sorted(wide.root_required))
         self.root_forbidden = self._trait_ids(sorted(wide.root_forbidden))
+        if self.root_required or self.root_forbidden:
+            roots = sa.select(_RP.c.id).where(
+                _RP.c.parent_provider_id.is_(None))
+            for cond in self._root_ok(_RP.c.id):
+                roots = roots.where(cond)
+            if self.session.execute(roots.limit(1)).first() is None:
+                raise Empty()
         agg_uuids = set()
         for rg in groups.values():
             for any_of in rg.member_of:
@@ -133,17 +141,28 @@ class Gatherer:
         resolved = []
         empty = False
         for rg in groups.values():
-            rc_ids = {name: rc_obj.id_for_name(self.ctx, name)
-                      for name in rg.resources}
-            required = [self._trait_ids(sorted(any_of))
-                        for any_of in rg.required]
-            forbidden = self._trait_ids(sorted(rg.forbidden))
+            try:
+                rc_ids = {name: rc_obj.id_for_name(self.ctx, name)
+                          for name in rg.resources}
+            except exception.ResourceClassNotFound:
+                self._empty_before_error(resolved)
+                raise
             member_of = []
             for any_of in rg.member_of:
                 ids = {agg_ids[u] for u in any_of if u in agg_ids}
                 if not ids:
                     empty = True
                 member_of.append(ids)
+            try:
+                required = [self._trait_ids(sorted(any_of))
+                            for any_of in rg.required]
+                forbidden = self._trait_ids(sorted(rg.forbidden))
+            except exception.TraitNotFound:
+                # Upstream looks at member_of before traits.
+                if empty or (member_of and not self._any_in_all(member_of)):
+                    raise Empty()
+                self._empty_before_error(resolved)
+                raise
             forbidden_aggs = {agg_ids[u] for u in rg.forbidden_aggs
                               if u in agg_ids}
             tree_root = None
@@ -158,6 +177,39 @@ class Gatherer:
         if empty:
             raise Empty()
         return resolved
+
+    def _any_in_all(self, member_of):
+        return self.session.execute(
+            sa.select(_RP.c.id).where(_in_all(_RP.c.id, member_of))
+            .limit(1)).first() is not None
+
+    def _empty_before_error(self, resolved):
+        """Upstream resolves names group by group and stops at the first
+        group with no candidates, answering 200 and an empty body before it
+        meets a bad name further on; do the same."""
+        if not resolved:
+            return
+        saved = self.groups if hasattr(self, 'groups') else None
+        self.sharing = self._sharing_providers()
+        self._sharing_rows = {}
+        try:
+            for g in resolved:
+                if g.member_of and not all(g.member_of):
+                    raise Empty()
+                if g.tree_root is None and g.rg.in_tree:
+                    raise Empty()
+                self.groups = [g]
+                lo, hi = self.id_range()
+                cgroups = self.window(lo, hi + 1) if lo is not None else None
+                if not cgroups:
+                    raise Empty()
+                anchors = combine.viable_anchors(cgroups)
+                provs = self.providers(anchors, self.sharing)
+                if next(combine.combine(provs, cgroups, anchors=anchors),
+                        None) is None:
+                    raise Empty()
+        finally:
+            self.groups = saved
 
     def _sharing_providers(self):
         try:
