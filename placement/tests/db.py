@@ -56,9 +56,13 @@ class TestDatabase:
                                       isolation_level='AUTOCOMMIT')
             with engine.connect() as conn:
                 if self._admin_url.get_backend_name() == 'postgresql':
+                    # Only our own leftover sessions: autovacuum workers
+                    # belong to the superuser (we may not signal them) and
+                    # DROP DATABASE stops those itself.
                     conn.execute(sa.text(
                         'SELECT pg_terminate_backend(pid) FROM '
-                        'pg_stat_activity WHERE datname = :n'), {'n': self.name})
+                        'pg_stat_activity WHERE datname = :n '
+                        'AND usename = current_user'), {'n': self.name})
                 conn.execute(sa.text('DROP DATABASE IF EXISTS %s' % self.name))
             engine.dispose()
         if self._tmpdir:
