@@ -75,28 +75,37 @@ def get_for_project_by_type(ctx, project_id, user_id=None,
     source = source.outerjoin(_CTYPE,
                               _CONSUMER.c.consumer_type_id == _CTYPE.c.id)
     if consumer_type == ALL_TYPES:
-        group = sa.literal(ALL_TYPES)
+        # One bucket: group by nothing and name it in Python (a bound
+        # literal in GROUP BY is refused by PostgreSQL).
+        group = []
     else:
-        group = sa.func.coalesce(_CTYPE.c.name, UNKNOWN_TYPE)
+        group = [sa.func.coalesce(_CTYPE.c.name, UNKNOWN_TYPE)
+                 .label('ctype')]
         if consumer_type == UNKNOWN_TYPE:
             where.append(_CONSUMER.c.consumer_type_id.is_(None))
         elif consumer_type:
             where.append(_CTYPE.c.name == consumer_type)
-    group = group.label('ctype')
-    result = {}
+
+    def bucket(row):
+        return row[0] if group else ALL_TYPES
+
     # Consumers are counted on their own: one consumer of two classes is
     # still one consumer.
-    counts = dict(ctx.session.execute(
-        sa.select(group, sa.func.count(sa.distinct(_ALLOC.c.consumer_id)))
-        .select_from(source).where(*where).group_by(group)).all())
-    rows = ctx.session.execute(
-        sa.select(group, _RC.c.name, sa.func.sum(_ALLOC.c.used))
-        .select_from(source.join(_RC, _ALLOC.c.resource_class_id
-                                 == _RC.c.id))
-        .where(*where)
-        .group_by(group, _RC.c.name))
-    for ctype, rc_name, amount in rows:
+    counts = {}
+    for row in ctx.session.execute(
+            sa.select(*group,
+                      sa.func.count(sa.distinct(_ALLOC.c.consumer_id)))
+            .select_from(source).where(*where).group_by(*group)):
+        counts[bucket(row)] = int(row[-1])
+    result = {}
+    for row in ctx.session.execute(
+            sa.select(*group, _RC.c.name, sa.func.sum(_ALLOC.c.used))
+            .select_from(source.join(_RC, _ALLOC.c.resource_class_id
+                                     == _RC.c.id))
+            .where(*where)
+            .group_by(*group, _RC.c.name)):
+        ctype = bucket(row)
         entry = result.setdefault(
-            ctype, {'consumer_count': int(counts.get(ctype, 0))})
-        entry[rc_name] = int(amount)
+            ctype, {'consumer_count': counts.get(ctype, 0)})
+        entry[row[-2]] = int(row[-1])
     return result
