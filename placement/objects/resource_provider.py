@@ -151,11 +151,12 @@ def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
     class names raise TraitNotFound / ResourceClassNotFound.
     """
     query = provider_select()
-    if name is not None:
+    # An empty name or uuid filters nothing, as upstream.
+    if name:
         query = query.where(_RP.c.name == name)
-    if uuid is not None:
+    if uuid:
         query = query.where(_RP.c.uuid == uuid)
-    if in_tree is not None:
+    if in_tree:
         tree = _RP.alias('tree')
         query = query.where(_RP.c.root_provider_id == sa.select(
             tree.c.root_provider_id).where(
