@@ -22,6 +22,28 @@ ERROR_CODE_MICROVERSION = (1, 23)
 FORMAT_CHECKER = jsonschema.FormatChecker()
 
 
+# Validators by schema: jsonschema.validate() re-checks the schema itself on
+# every call, which costs more than the validation; schemas are module
+# constants, so build each validator once.
+_VALIDATORS = {}
+
+
+def _validate(data, schema):
+    """jsonschema.validate() with a cached validator; raises the same
+    best-matching ValidationError."""
+    cached = _VALIDATORS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        if len(_VALIDATORS) > 512:
+            _VALIDATORS.clear()
+        cached = (schema, cls(schema, format_checker=FORMAT_CHECKER))
+        _VALIDATORS[id(schema)] = cached
+    error = jsonschema.exceptions.best_match(cached[1].iter_errors(data))
+    if error is not None:
+        raise error
+
+
 @FORMAT_CHECKER.checks('uuid')
 def _is_uuid(instance):
     if not isinstance(instance, str):
@@ -203,7 +225,7 @@ def extract_json(body, schema):
         raise http_error(webob.exc.HTTPBadRequest,
                          'Malformed JSON: %s' % exc)
     try:
-        jsonschema.validate(data, schema, format_checker=FORMAT_CHECKER)
+        _validate(data, schema)
     except jsonschema.ValidationError as exc:
         raise http_error(webob.exc.HTTPBadRequest,
                          'JSON does not validate: %s' % exc)
@@ -256,8 +278,7 @@ def check_accept(*types):
 def validate_query_params(req, schema):
     """Validate the query string (last value of each key) against schema."""
     try:
-        jsonschema.validate(dict(req.GET), schema,
-                            format_checker=FORMAT_CHECKER)
+        _validate(dict(req.GET), schema)
     except (jsonschema.ValidationError, UnicodeDecodeError) as exc:
         raise http_error(webob.exc.HTTPBadRequest,
                          'Invalid query string parameters: %s' % exc)

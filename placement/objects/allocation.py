@@ -25,6 +25,7 @@ from placement.db import models
 from placement import errors
 from placement import exception
 from placement.objects import consumer as consumer_obj
+from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 
 LOG = logging.getLogger(__name__)
@@ -102,9 +103,13 @@ class _Owners:
 
 
 def _resolve_owners(ctx, writes):
-    """Create the projects, users and consumer types the writes name (each in
-    its own short transaction, before the allocation transaction)."""
-    owners = _Owners({}, {}, {})
+    """Ids of the projects, users and consumer types the writes name; the
+    missing ones are created (each in its own short transaction, before the
+    allocation transaction)."""
+    projects, users, types = consumer_obj.lookup_owner_ids(
+        ctx, [w.project_id for w in writes], [w.user_id for w in writes],
+        [w.consumer_type for w in writes if w.consumer_type])
+    owners = _Owners(projects, users, types)
     for w in writes:
         if w.project_id not in owners.project_ids:
             owners.project_ids[w.project_id] = (
@@ -184,6 +189,8 @@ def _providers_by_uuid(ctx, writes):
 
 
 def _class_ids(ctx, writes):
+    """{name: id} of the classes named (from the shared name/id cache);
+    ResourceClassNotFound for unknown ones."""
     names = []
     for w in writes:
         for resources in w.allocations.values():
@@ -192,13 +199,7 @@ def _class_ids(ctx, writes):
                     names.append(name)
     if not names:
         return {}
-    rows = ctx.session.execute(
-        sa.select(_RC.c.id, _RC.c.name).where(_RC.c.name.in_(names)))
-    ids = {r.name: r.id for r in rows}
-    for name in names:
-        if name not in ids:
-            raise exception.ResourceClassNotFound(resource_class=name)
-    return ids
+    return rc_obj.ids_for_names(ctx, names)
 
 
 def _usage(ctx, rp_ids, rc_ids):
@@ -240,6 +241,8 @@ def _check_capacity(ctx, items, rc_names, prev_usage):
     rc_ids = {rc for _rp, rc, _n in items}
     inventories = _inventories(ctx, rp_ids, rc_ids)
     usage = _usage(ctx, rp_ids, rc_ids)
+    if prev_usage is None:
+        prev_usage = usage
 
     with_inventory = {rp_id for rp_id, _rc in inventories}
     missing = sorted({rp.uuid for rp, _rc, _n in items
@@ -335,10 +338,8 @@ def apply_in_txn(ctx, writes, owners=None, provider_rows=None):
             for r in by_id.values():
                 providers.setdefault(r.uuid, r)
             by_id = {r.id: r for r in providers.values()}
-            class_rows = ctx.session.execute(
-                sa.select(_RC.c.id, _RC.c.name)
-                .where(_RC.c.id.in_(sorted({p[1] for p in pairs}))))
-            rc_names.update({r.id: r.name for r in class_rows})
+            rc_names.update(rc_obj.names_for_ids(
+                ctx, sorted({p[1] for p in pairs})))
             for rp_id, rc_id in pairs:
                 items.append((by_id[rp_id], rc_id, 0))
     for w in writes:
@@ -347,10 +348,13 @@ def apply_in_txn(ctx, writes, owners=None, provider_rows=None):
             for name, amount in resources.items():
                 items.append((rp, rc_ids[name], amount))
 
-    # 4. Usage before this write, for the "no worse than before" rule.
-    all_rp_ids = {rp.id for rp, _rc, _n in items}
-    all_rc_ids = {rc for _rp, rc, _n in items}
-    prev_usage = _usage(ctx, all_rp_ids, all_rc_ids)
+    # 4. Usage before this write, for the "no worse than before" rule
+    # (only needed when the write removes claims; otherwise it is the usage
+    # the capacity check reads anyway).
+    prev_usage = None
+    if current:
+        prev_usage = _usage(ctx, {rp.id for rp, _rc, _n in items},
+                            {rc for _rp, rc, _n in items})
 
     # 5. Consumers: create the new ones, update owner and type of the rest.
     now = models._now()

@@ -49,6 +49,26 @@ def _get_or_create(ctx, table, column, value):
         return _get(ctx)
 
 
+@db_api.reader
+def lookup_owner_ids(ctx, project_ids, user_ids, type_names):
+    """Ids of the projects, users and consumer types that exist, in one
+    round trip: ({external_id: id}, {external_id: id}, {name: id})."""
+    queries = []
+    for table, column, values in (
+            (_PROJECT, _PROJECT.c.external_id, project_ids),
+            (_USER, _USER.c.external_id, user_ids),
+            (_CONSUMER_TYPE, _CONSUMER_TYPE.c.name, type_names)):
+        queries.append(
+            sa.select(sa.literal(table.name).label('kind'),
+                      column.label('key'), table.c.id)
+            .where(column.in_(sorted(set(values)) or [''])))
+    found = {_PROJECT.name: {}, _USER.name: {}, _CONSUMER_TYPE.name: {}}
+    for kind, key, row_id in ctx.session.execute(sa.union_all(*queries)):
+        found[kind][key] = row_id
+    return (found[_PROJECT.name], found[_USER.name],
+            found[_CONSUMER_TYPE.name])
+
+
 def get_or_create_project(ctx, external_id):
     return _get_or_create(ctx, _PROJECT, _PROJECT.c.external_id, external_id)
 
