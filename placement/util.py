@@ -249,6 +249,9 @@ def require_content(content_type):
         def decorated(req):
             if req.content_type != content_type:
                 bad = req.content_type or 'None'
+                # webob's 415 text quotes the environ's CONTENT_TYPE; say
+                # "None" there too when there is none, as upstream does.
+                req.content_type = bad
                 raise http_error(
                     webob.exc.HTTPUnsupportedMediaType,
                     'The media type %(bad_type)s is not supported, use '
