@@ -72,16 +72,18 @@ class LiveServer:
         into placement.conf.
     :param threads: gthread threads per worker (1 means sync workers).
     :param start_timeout: seconds to wait for ``GET /`` to answer.
+    :param gunicorn_args: extra gunicorn command-line arguments.
     """
 
     def __init__(self, workers=2, port=None, conf=None, threads=1,
-                 start_timeout=60, timeout=60):
+                 start_timeout=60, timeout=60, gunicorn_args=()):
         self.workers = workers
         self.port = port or free_port()
         self.conf = conf or {}
         self.threads = threads
         self.start_timeout = start_timeout
         self.timeout = timeout
+        self.gunicorn_args = list(gunicorn_args)
         self.url = 'http://127.0.0.1:%d' % self.port
         self.db = None
         self.proc = None
@@ -145,6 +147,7 @@ class LiveServer:
         cmd += _control_socket_args(gunicorn)
         if self.threads > 1:
             cmd += ['--threads', str(self.threads)]
+        cmd += self.gunicorn_args
         cmd.append('placement.wsgi.api:application')
         self.proc = subprocess.Popen(
             cmd, cwd=REPO_ROOT, env=env, stdout=self._log,
