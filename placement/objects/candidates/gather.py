@@ -258,11 +258,13 @@ class Gatherer:
                 # Without sharing providers the traits must come from the
                 # tree itself: drop trees lacking one of the any-of sets.
                 tree = _RP.alias('tree_member')
+                tree_rpt = _RPT.alias('tree_rpt')
                 for any_of in g.required:
-                    conds.append(sa.exists().where(
-                        tree.c.root_provider_id == root_col).where(
-                        _RPT.c.resource_provider_id == tree.c.id).where(
-                        _RPT.c.trait_id.in_(sorted(any_of))))
+                    conds.append(root_col.in_(
+                        sa.select(tree.c.root_provider_id).select_from(
+                            tree.join(tree_rpt, tree_rpt.c.resource_provider_id
+                                      == tree.c.id)).where(
+                            tree_rpt.c.trait_id.in_(sorted(any_of)))))
         if g.forbidden:
             conds.append(~_has_trait(rp_col, g.forbidden))
         return conds
