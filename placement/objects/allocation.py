@@ -102,7 +102,7 @@ class _Owners:
     type_ids: dict
 
 
-def _resolve_owners(ctx, writes):
+def resolve_owners(ctx, writes):
     """Ids of the projects, users and consumer types the writes name; the
     missing ones are created (each in its own short transaction, before the
     allocation transaction)."""
@@ -133,7 +133,7 @@ def replace_all(ctx, writes):
     a deadlock or a consumer created concurrently), then gives up with
     ResourceProviderConcurrentUpdateDetected.
     """
-    owners = _resolve_owners(ctx, writes)
+    owners = resolve_owners(ctx, writes)
     attempts = max(1, ctx.config.placement.allocation_conflict_retry_count)
     for attempt in range(1, attempts + 1):
         try:
@@ -300,7 +300,7 @@ def apply_in_txn(ctx, writes, owners=None, provider_rows=None):
     UpdateDetected for the caller to retry.
     """
     if owners is None:
-        owners = _resolve_owners(ctx, writes)
+        owners = resolve_owners(ctx, writes)
     uuids = [w.uuid for w in writes]
 
     # 1. Consumers, and the client's view of their generations.
