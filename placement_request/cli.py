@@ -2,7 +2,8 @@
 
   placement-request candidates --flavor-spec K=V ... --image-prop K=V ...
       [--vcpus N] [--memory-mb N] [--disk-gb N] [--member-of AGG ...]
-      [--limit N] [--format table|json] [--query-only]
+      [--root-required [!]TRAIT ...] [--limit N] [--format table|json]
+      [--query-only]
       [--claim CONSUMER --project-id P --user-id U [--candidate N]]
   placement-request rebuild-check --consumer UUID --image-prop K=V ...
 
@@ -127,6 +128,11 @@ def build_parser():
                       help='aggregate constraint for the unnumbered group: '
                            'UUID, in:UUID,UUID, !UUID or !in:UUID,UUID '
                            '(repeatable)')
+    cand.add_argument('--root-required', action='append', default=[],
+                      metavar='[!]TRAIT',
+                      help='trait the root provider must have (or, with !, '
+                           'lack), e.g. !COMPUTE_STATUS_DISABLED as nova '
+                           'adds it (repeatable; microversion 1.35)')
     cand.add_argument('--limit', type=int,
                       help='ask for at most N candidates')
     cand.add_argument('--query-only', action='store_true',
@@ -214,6 +220,8 @@ def _build(args):
         memory_mb=args.memory_mb, disk_gb=args.disk_gb)
     for value in args.member_of:
         req.add_member_of_spec(value, key='--member-of %s' % value)
+    for value in args.root_required:
+        req.add_root_trait(value, key='--root-required %s' % value)
     return req.with_image(rq.parse_image_properties(
         _pairs(args.image_prop, '--image-prop')))
 

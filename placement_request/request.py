@@ -37,6 +37,7 @@ NEEDS = {
     'group_policy': (1, 25),
     'forbidden aggregates (member_of=!...)': (1, 32),
     'non-numeric request group suffixes': (1, 33),
+    'root_required': (1, 35),
     'request groups without resources': (1, 36),
 }
 
@@ -178,12 +179,12 @@ def parse_image_properties(properties):
     return ImageTraits(required, warnings)
 
 
-def _parse_amount(key, value):
+def _parse_amount(key, value, source='flavor extra spec'):
     text = str(value).strip()
     if not re.match(r'^[0-9]+$', text):
         raise exceptions.InvalidSpec(
             key, 'resource amount must be a non-negative integer, got %r'
-            % (value,))
+            % (value,), source=source)
     return int(text)
 
 
@@ -229,6 +230,8 @@ class ResourceRequest:
     def __init__(self):
         self.groups = {}
         self.group_policy = None
+        self.root_required = set()
+        self.root_forbidden = set()
         self.warnings = []
 
     def group(self, suffix=''):
@@ -260,9 +263,10 @@ class ResourceRequest:
         ``N=0`` removes the class from the request.
         """
         req = cls()
-        base = {'VCPU': vcpus, 'MEMORY_MB': memory_mb, 'DISK_GB': disk_gb}
-        for rc, amount in base.items():
-            amount = _parse_amount('flavor %s' % rc.lower(), amount)
+        base = {('VCPU', 'vcpus'): vcpus, ('MEMORY_MB', 'memory_mb'): memory_mb,
+                ('DISK_GB', 'disk_gb'): disk_gb}
+        for (rc, field), amount in base.items():
+            amount = _parse_amount(field, amount, source='flavor field')
             if amount:
                 req.unnumbered.resources[rc] = amount
         for key, value in sorted((extra_specs or {}).items()):
@@ -329,6 +333,21 @@ class ResourceRequest:
         else:
             self.add_member_of(aggs, suffix)
 
+    def add_root_trait(self, value, key='root_required'):
+        """``TRAIT`` or ``!TRAIT`` the root provider of every candidate
+        must have or lack (1.35), as nova's compute-status filter adds
+        ``!COMPUTE_STATUS_DISABLED``."""
+        forbidden = value.startswith('!')
+        name = value[1:] if forbidden else value
+        _check_name(name, key, 'trait', 'argument')
+        mine, other = ((self.root_forbidden, self.root_required) if forbidden
+                       else (self.root_required, self.root_forbidden))
+        if name in other:
+            raise exceptions.InvalidSpec(
+                key, '%s is both required and forbidden on the root '
+                'provider' % name, source='argument')
+        mine.add(name)
+
     def with_image(self, image):
         """A new request: this flavor request plus the image's traits.
 
@@ -380,6 +399,8 @@ class ResourceRequest:
                 features.append('request groups without resources')
         if self.group_policy is not None:
             features.append('group_policy')
+        if self.root_required or self.root_forbidden:
+            features.append('root_required')
         return features
 
     def validate(self, version=LATEST, limit=None):
@@ -412,6 +433,10 @@ class ResourceRequest:
             params.append(('limit', str(limit)))
         if self.group_policy is not None:
             params.append(('group_policy', self.group_policy))
+        if self.root_required or self.root_forbidden:
+            params.append(('root_required', ','.join(
+                sorted(self.root_required)
+                + ['!' + t for t in sorted(self.root_forbidden)])))
         for group in self.groups.values():
             params.extend(group.query_params())
         return sorted(params)

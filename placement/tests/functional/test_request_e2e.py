@@ -18,6 +18,7 @@ pass against upstream's placement too).
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -319,6 +320,16 @@ def test_aggregates_from_request_filters(client, world):
     assert hosts(world, client.get_allocation_candidates(with_image)) == set()
 
 
+def test_root_required_from_request_filters(client, world):
+    req = boot_request(FLAVOR)
+    req.add_root_trait('!' + TRUSTED)
+    assert hosts(world, client.get_allocation_candidates(req)) == {'cn2'}
+    req = boot_request(image=IMAGE)
+    req.add_root_trait('!COMPUTE_STATUS_DISABLED')
+    assert hosts(world, client.get_allocation_candidates(req)) == {
+        'cn1', 'cn3'}
+
+
 # -- rebuild pre-flight check ----------------------------------------------
 
 def test_rebuild_check_passes_when_host_has_the_traits(client, world):
@@ -430,11 +441,24 @@ def test_placement_refuses_unknown_trait_through_the_command(transport,
     assert 'CUSTOM_NEVER_DEFINED' in err
 
 
+def _free_port():
+    """A free loopback port in this suite's range (18600-18699)."""
+    start = os.getpid() % 100
+    for offset in range(100):
+        port = 18600 + (start + offset) % 100
+        with socket.socket() as sock:
+            try:
+                sock.bind(('127.0.0.1', port))
+            except OSError:
+                continue
+            return port
+    pytest.skip('no free port in 18600-18699')
+
+
 def test_command_against_a_live_server():
     """The installed-style command, as its own process, over real HTTP."""
     from placement.tests.functional import live_server
-    port = 18600 + os.getpid() % 100
-    with live_server.LiveServer(workers=1, port=port) as server:
+    with live_server.LiveServer(workers=1, port=_free_port()) as server:
         c = SkipUnbuilt(server.url, token='admin')
         w = World(c)
         w.provider('live1', HOST_INVENTORY, [AVX2, TRUSTED])

@@ -104,7 +104,8 @@ def test_invalid_flavor_spec_names_the_key(key, value, fragment):
 def test_invalid_flavor_field_amount():
     with pytest.raises(exceptions.InvalidSpec) as err:
         rq.ResourceRequest.from_flavor({}, vcpus=-2)
-    assert err.value.key == 'flavor vcpu'
+    assert err.value.key == 'vcpus'
+    assert str(err.value).startswith("Invalid flavor field 'vcpus'")
 
 
 # -- image properties ------------------------------------------------------
@@ -299,10 +300,16 @@ def test_granular_query_string():
      'non-numeric request group suffixes'),
     ({'trait1:CUSTOM_X': 'required'}, [], None, '1.35',
      'request groups without resources'),
+    ({'root': '!COMPUTE_STATUS_DISABLED'}, [], None, '1.34',
+     'root_required'),
 ], ids=_id)
 def test_features_refused_below_their_microversion(
         specs, member_of, limit, version, feature):
+    specs = dict(specs)
+    root = specs.pop('root', None)
     req = rq.build_request(specs, {}, vcpus=1, member_of=member_of)
+    if root:
+        req.add_root_trait(root)
     with pytest.raises(exceptions.UnsupportedByMicroversion) as err:
         req.to_querystring(version, limit)
     assert err.value.feature == feature
@@ -356,3 +363,26 @@ def test_parse_version(text, version):
 def test_parse_version_refuses_garbage(text):
     with pytest.raises(ValueError):
         rq.parse_version(text)
+
+
+def test_root_required_as_nova_sends_it():
+    req = rq.build_request({}, {}, vcpus=1)
+    req.add_root_trait('!COMPUTE_STATUS_DISABLED')
+    req.add_root_trait('CUSTOM_ROOT')
+    assert decoded(req, '1.35') == (
+        'resources=VCPU:1&root_required=CUSTOM_ROOT,!COMPUTE_STATUS_DISABLED')
+
+
+@pytest.mark.parametrize('first,second,fragment', [
+    ('CUSTOM_A', '!CUSTOM_A', 'both required and forbidden'),
+    ('!CUSTOM_A', 'CUSTOM_A', 'both required and forbidden'),
+    ('CUSTOM_A', '!bad', 'not a valid trait name'),
+    ('CUSTOM_A', '', 'not a valid trait name'),
+])
+def test_invalid_root_required(first, second, fragment):
+    req = rq.build_request({}, {}, vcpus=1)
+    req.add_root_trait(first)
+    with pytest.raises(exceptions.InvalidSpec) as err:
+        req.add_root_trait(second, key='--root-required')
+    assert err.value.key == '--root-required'
+    assert fragment in str(err.value)
