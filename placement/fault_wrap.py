@@ -47,11 +47,16 @@ def is_db_data_error(exc):
                             OverflowError))
 
 
+def unavailable_response():
+    """503, database unavailable, as a WSGI app in our JSON format."""
+    return util.http_error(webob.exc.HTTPServiceUnavailable,
+                           DB_UNAVAILABLE_MSG)
+
+
 def _error_response(exc):
     if is_db_unavailable(exc):
         LOG.warning('Database unavailable: %s', exc)
-        return util.http_error(webob.exc.HTTPServiceUnavailable,
-                               DB_UNAVAILABLE_MSG)
+        return unavailable_response()
     if is_db_data_error(exc):
         LOG.info('Database refused a value: %s', exc)
         return util.http_error(webob.exc.HTTPBadRequest, DB_DATA_MSG)

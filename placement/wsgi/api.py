@@ -28,5 +28,18 @@ def _get_app():
 
 
 def application(environ, start_response):
-    """Build the app on first use, so importing this module stays cheap."""
-    return _get_app()(environ, start_response)
+    """Build the app on first use, so importing this module stays cheap.
+
+    A database that is away while the app is built (a worker booting
+    during an outage) answers 503, like any request during an outage, and
+    the next request tries again.
+    """
+    try:
+        app = _get_app()
+    except Exception as exc:
+        from placement import fault_wrap
+        if not fault_wrap.is_db_unavailable(exc):
+            raise
+        fault_wrap.LOG.warning('Database unavailable at start-up: %s', exc)
+        return fault_wrap.unavailable_response()(environ, start_response)
+    return app(environ, start_response)
