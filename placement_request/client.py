@@ -68,9 +68,10 @@ class Candidates:
 def keystone_token(auth_url, username=None, password=None, project_name=None,
                    project_id=None, user_domain_name='Default',
                    project_domain_name='Default', region_name=None,
-                   interface='public', **extra):
+                   interface='public', requests_session=None, **extra):
     """Password-authenticate with keystoneauth1 -> (token, placement URL
-    from the catalog)."""
+    from the catalog). ``requests_session`` carries the HTTP (tests route
+    it to a fake keystone)."""
     try:
         from keystoneauth1 import exceptions as ks_exc
         from keystoneauth1.identity import v3
@@ -85,7 +86,7 @@ def keystone_token(auth_url, username=None, password=None, project_name=None,
                        project_id=project_id,
                        user_domain_name=user_domain_name,
                        project_domain_name=project_domain_name, **extra)
-    sess = ks_session.Session(auth=auth)
+    sess = ks_session.Session(auth=auth, session=requests_session)
     try:
         token = sess.get_token()
         endpoint = sess.get_endpoint(service_type=SERVICE_TYPE,

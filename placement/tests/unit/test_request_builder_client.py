@@ -513,3 +513,67 @@ def test_package_does_not_import_the_server():
             'sys.exit(any(m == "placement" or m.startswith("placement.") '
             'for m in sys.modules))')
     assert subprocess.run([sys.executable, '-c', code]).returncode == 0
+
+
+class FakeKeystone(FakePlacement):
+    """Just enough identity v3 for a password login and a catalog."""
+
+    def __init__(self):
+        super().__init__()
+        self.routes = {
+            ('GET', '/v3'): (200, {'version': {
+                'id': 'v3.14', 'status': 'stable', 'links': [
+                    {'rel': 'self', 'href': 'http://keystone.test/v3/'}]}}),
+            ('POST', '/v3/auth/tokens'): self._token}
+
+    def _token(self, request):
+        body = json.loads(request.body)
+        password = body['auth']['identity']['password']['user']
+        if password['password'] != 'secret':
+            return 401, {'error': {'code': 401, 'message': 'bad',
+                                   'title': 'Unauthorized'}}
+        return 201, {'token': {
+            'methods': ['password'], 'expires_at': '2099-01-01T00:00:00Z',
+            'issued_at': '2020-01-01T00:00:00Z',
+            'user': {'id': 'u1', 'name': password['name'],
+                     'domain': {'id': 'default', 'name': 'Default'}},
+            'project': {'id': 'p1', 'name': 'admin',
+                        'domain': {'id': 'default', 'name': 'Default'}},
+            'roles': [{'id': 'r1', 'name': 'admin'}],
+            'catalog': [{'type': 'placement', 'name': 'placement',
+                         'id': 's1', 'endpoints': [
+                             {'id': 'e1', 'interface': 'public',
+                              'region': 'RegionOne',
+                              'region_id': 'RegionOne', 'url': URL}]}]}}
+
+    def send(self, request, **kwargs):
+        resp = super().send(request, **kwargs)
+        if request.method == 'POST' and resp.status_code == 201:
+            resp.headers['X-Subject-Token'] = 'ks-issued-token'
+        return resp
+
+
+def test_keystone_password_login_finds_placement_in_catalog():
+    fake = FakeKeystone()
+    sess = requests.Session()
+    sess.mount('http://keystone.test', fake)
+    token, endpoint = pr_client.keystone_token(
+        'http://keystone.test/v3', username='admin', password='secret',
+        project_name='admin', requests_session=sess)
+    assert (token, endpoint) == ('ks-issued-token', URL)
+    login = [c for c in fake.calls if c[0] == 'POST'][0][4]
+    user = login['auth']['identity']['password']['user']
+    assert user['domain'] == {'name': 'Default'}
+    assert login['auth']['scope']['project']['name'] == 'admin'
+
+
+def test_keystone_password_login_failure_is_a_clear_error():
+    fake = FakeKeystone()
+    sess = requests.Session()
+    sess.mount('http://keystone.test', fake)
+    with pytest.raises(exceptions.RequestBuilderError) as err:
+        pr_client.keystone_token(
+            'http://keystone.test/v3', username='admin', password='wrong',
+            project_name='admin', requests_session=sess)
+    assert 'keystone authentication at http://keystone.test/v3 failed' in (
+        str(err.value))
