@@ -263,7 +263,8 @@ class ResourceRequest:
         ``N=0`` removes the class from the request.
         """
         req = cls()
-        base = {('VCPU', 'vcpus'): vcpus, ('MEMORY_MB', 'memory_mb'): memory_mb,
+        base = {('VCPU', 'vcpus'): vcpus,
+                ('MEMORY_MB', 'memory_mb'): memory_mb,
                 ('DISK_GB', 'disk_gb'): disk_gb}
         for (rc, field), amount in base.items():
             amount = _parse_amount(field, amount, source='flavor field')

@@ -263,7 +263,8 @@ def test_invalid_group_suffix():
 
 def test_exact_query_string_as_nova_encodes_it():
     req = rq.build_request(
-        {'trait:HW_CPU_X86_AVX2': 'required', 'trait:CUSTOM_SLOW': 'forbidden'},
+        {'trait:HW_CPU_X86_AVX2': 'required',
+         'trait:CUSTOM_SLOW': 'forbidden'},
         {'trait:CUSTOM_TRUSTED_HOST': 'required'},
         vcpus=2, memory_mb=2048, disk_gb=20)
     assert req.to_querystring('1.39', limit=10) == (
