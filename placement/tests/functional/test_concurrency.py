@@ -156,3 +156,58 @@ def test_concurrent_writers_never_over_commit():
             assert body['consumer_generation'] == 1
             assert {rp: a['resources'] for rp, a in
                     body['allocations'].items()} == allocs
+
+        _same_consumer_races(url, server, setup, providers, local)
+
+
+def _same_consumer_races(url, server, setup, providers, local):
+    """Many threads replacing the same few consumers at once, before 1.28
+    (no consumer generation, so creates and replaces race) and with
+    POST /allocations moving them around: every answer is 204 or 409,
+    and each consumer ends up holding exactly one of the sets asked for."""
+    # Make room: drop every allocation written so far.
+    for rp in providers:
+        body = setup.get(url + '/resource_providers/%s/allocations' % rp,
+                         headers=server.headers()).json()
+        for consumer in body['allocations']:
+            setup.delete(url + '/allocations/' + consumer,
+                         headers=server.headers())
+    consumers = [str(uuid.uuid4()) for _ in range(3)]
+    old = server.headers(version='1.27')
+    post = server.headers(version='1.27')
+    asked = collections.defaultdict(list)
+    jobs = []
+    for n in range(60):
+        consumer = consumers[n % len(consumers)]
+        rp = providers[n % len(providers)]
+        allocs = {rp: {'VCPU': 1 + n % 3}}
+        asked[consumer].append(allocs)
+        jobs.append((n, consumer, allocs))
+
+    def race(job):
+        n, consumer, allocs = job
+        session = getattr(local, 'session', None)
+        if session is None:
+            session = local.session = requests.Session()
+        body = {'allocations': {rp: {'resources': res}
+                                for rp, res in allocs.items()},
+                'project_id': 'p', 'user_id': 'u'}
+        if n % 4 == 3:
+            resp = session.post(url + '/allocations', headers=post,
+                                json={consumer: body}, timeout=120)
+        else:
+            resp = session.put(url + '/allocations/' + consumer,
+                               headers=old, json=body, timeout=120)
+        return resp.status_code, resp.text
+
+    with concurrent.futures.ThreadPoolExecutor(CLIENT_THREADS) as pool:
+        results = list(pool.map(race, jobs))
+    bad = [r for r in results if r[0] not in (204, 409)]
+    assert not bad, 'unexpected answers %s\n%s' % (
+        bad[:3], server.log_text()[-3000:])
+    assert any(r[0] == 204 for r in results)
+    for consumer in consumers:
+        body = setup.get(url + '/allocations/' + consumer,
+                         headers=server.headers()).json()
+        held = {rp: a['resources'] for rp, a in body['allocations'].items()}
+        assert held in asked[consumer], (consumer, held)
