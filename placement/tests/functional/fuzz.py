@@ -479,6 +479,7 @@ class Result:
         self.by_route = collections.Counter()
         self.poisons = collections.Counter()
         self.seconds = collections.Counter()   # per poison kind
+        self.method_status = collections.Counter()
         self.failures = []   # (reason, request, status, body)
         self.count = 0
         self.skipped = []
@@ -488,6 +489,7 @@ class Result:
                 'statuses': dict(sorted(self.statuses.items(),
                                         key=lambda kv: str(kv[0]))),
                 'poisons': dict(self.poisons),
+                'by_method': dict(sorted(self.method_status.items())),
                 'routes': len(self.by_route),
                 'skipped_stub_routes': self.skipped,
                 'failures': len(self.failures)}
@@ -507,6 +509,7 @@ def _send(session, base, req, result):
         result.seconds[req.poison] += time.monotonic() - start
         result.count += 1
         result.statuses[status] += 1
+        result.method_status['%s %s' % (req.method, status)] += 1
         result.poisons[req.poison] += 1
         result.by_route[(req.method, req.path.split('?')[0][:40])] += 1
         if status is None or status >= 500:
