@@ -156,7 +156,15 @@ def upstream_shares_amount_objects(path):
 def normalize(status, body):
     if status != 200:
         errs = body.get('errors', [{}]) if isinstance(body, dict) else [{}]
-        return status, [(e.get('detail'), e.get('code')) for e in errs]
+        details = []
+        for e in errs:
+            detail = e.get('detail') or ''
+            # Upstream names the first unknown trait of a set, in set
+            # order (random per process); compare only the kind.
+            if 'No such trait(s): ' in detail:
+                detail = detail.split('No such trait(s): ')[0] + 'TRAIT'
+            details.append((detail, e.get('code')))
+        return status, details
     areqs = set()
     for ar in body['allocation_requests']:
         if isinstance(ar['allocations'], list):
