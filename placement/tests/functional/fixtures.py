@@ -77,6 +77,13 @@ class APIFixture(fixture.GabbiFixture):
 
     def stop_fixture(self):
         _APP['app'] = None
+        # placement's option groups are module-level OptGroup objects that
+        # every ConfigOpts shares, so overrides outlive this conf: clear
+        # them, or later tests (e.g. test_conf) see noauth2 and friends.
+        for group, name in (list(self.conf_overrides)
+                            + [('api', 'auth_strategy'),
+                               ('placement_database', 'connection')]):
+            self.conf.clear_override(name, group=group)
         self.undo_engine()
         self.db.drop()
         for name, value in self._saved_env.items():
