@@ -59,7 +59,8 @@ NUMBER_POISONS = [-1, -2 ** 31, 2 ** 31, 2 ** 63, 2 ** 64, -2 ** 63 - 1,
                   1e308, 1.5, '1', '', True, None, [], {}, [1], 10 ** 30]
 # Invalid in every string field (names, uuids, ids): too long, empty,
 # unstorable, or not a string.
-STRING_POISONS = ['x' * 256, 'x' * 5000, '', 'a\x00b', '\ud800',
+# ('' is a valid provider name, so it is no poison.)
+STRING_POISONS = ['x' * 256, 'x' * 5000, 'a\x00b', '\ud800',
                   'x\udfff', 1, None, True, [], {}, ['a'], 2 ** 63,
                   '\U0001F600' * 256]
 # JSON texts refused by any parser or by extract_json's storage checks.
@@ -306,7 +307,9 @@ class Generator:
             return {'name': w.names[other],
                     'parent_provider_uuid': None}, []
         if url.endswith('/inventories') and method == 'POST':
-            return dict(inv, resource_class='CUSTOM_FUZZ_NIC',
+            # POST ignores the generation (as upstream): a class the
+            # provider already has makes an accepted poison a 409.
+            return dict(inv, resource_class='VCPU',
                         resource_provider_generation=self.stale()), []
         if url.endswith('/inventories'):
             return {'resource_provider_generation': self.stale(),

@@ -251,7 +251,13 @@ def test_database_outage_is_503_then_recovers_consistently(monkeypatch):
             # 1. Nothing but 503 among 5xx; no dropped connections.
             bad = [c for c in calls if c[4] is None
                    or (c[4] >= 500 and c[4] != 503)]
-            assert not bad, (bad[:5], log[-3000:])
+            at = log.find('Unhandled error')
+            if bad:
+                with open('/tmp/placement-outage-server.log', 'w') as f:
+                    f.write(log)
+            assert not bad, (bad[:5], 'server log: '
+                             '/tmp/placement-outage-server.log',
+                             log[at:at + 6000] if at >= 0 else log[-3000:])
 
             # 2. Entirely inside the outage: 503 in JSON, and fast.
             inside = [c for c in calls if c[0] >= t_down and c[1] <= t_restart]
