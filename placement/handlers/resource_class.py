@@ -115,14 +115,7 @@ def _rename_resource_class(req):
         raise util.http_error(
             webob.exc.HTTPBadRequest,
             'Cannot update standard resource class %s' % name)
-    # Upstream sends no cache headers on this (old) response.
-    resp = req.response
-    resp.status = 200
-    resp.body = json.dumps(_serialize(req.environ, row.name),
-                           separators=(', ', ': ')).encode('utf-8')
-    resp.content_type = 'application/json'
-    resp.charset = None
-    return resp
+    return util.json_response(req, _serialize(req.environ, row.name))
 
 
 def _ensure_resource_class(req):
