@@ -47,12 +47,13 @@ def update_database(conf):
     from placement.objects import resource_class as rc_obj
     from placement.objects import trait as trait_obj
     from placement import conf as placement_conf
-    if (conf.placement_database.sync_on_startup
-            or placement_conf.uses_embedded_database(conf)):
-        migration.upgrade('head')
-    ctx = placement_context.admin_context(conf)
-    trait_obj.ensure_sync(ctx)
-    rc_obj.ensure_sync(ctx)
+    with migration.startup_lock():
+        if (conf.placement_database.sync_on_startup
+                or placement_conf.uses_embedded_database(conf)):
+            migration.upgrade('head')
+        ctx = placement_context.admin_context(conf)
+        trait_obj.ensure_sync(ctx)
+        rc_obj.ensure_sync(ctx)
 
 
 def loadapp(conf, project_name=None):

@@ -139,16 +139,23 @@ default_opts = [
 ]
 
 
+def _fresh(group):
+    """A new OptGroup like ``group``: oslo.config keeps a group's options
+    (and their overrides) in the group object, so registering the shared
+    module-level group would let one ConfigOpts' set_override leak into
+    every other one built later (in tests, from one test into the next)."""
+    return cfg.OptGroup(group.name, title=group.title, help=group.help)
+
+
 def register_opts(conf):
     conf.register_opts(default_opts)
-    conf.register_group(api_group)
-    conf.register_opts(api_opts, group=api_group)
-    conf.register_group(placement_group)
-    conf.register_opts(placement_opts, group=placement_group)
-    conf.register_group(workarounds_group)
-    conf.register_opts(workarounds_opts, group=workarounds_group)
-    conf.register_group(placement_db_group)
-    conf.register_opts(placement_db_opts, group=placement_db_group)
+    for group, opts in ((api_group, api_opts),
+                        (placement_group, placement_opts),
+                        (workarounds_group, workarounds_opts),
+                        (placement_db_group, placement_db_opts)):
+        fresh = _fresh(group)
+        conf.register_group(fresh)
+        conf.register_opts(opts, group=fresh)
     policy_opts.set_defaults(conf)
     conf.register_opts(cors.CORS_OPTS, 'cors')
     # oslo.middleware's body size limit; its 112 KiB default could refuse a

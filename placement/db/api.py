@@ -25,6 +25,8 @@ _CONFIGURED = {'url': None}
 
 def _sqlite_pragmas(dbapi_conn, _record):
     """Let several workers share one SQLite file without 'database is locked'."""
+    # Transactions are begun by _sqlite_begin below, not by pysqlite.
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     cur.execute('PRAGMA busy_timeout = 30000')
     cur.execute('PRAGMA journal_mode = WAL')
@@ -87,6 +89,41 @@ def patch_engine(engine):
 sa.event.listen(sa.engine.Engine, 'connect',
                 lambda conn, rec: _sqlite_pragmas(conn, rec)
                 if type(conn).__module__.startswith('sqlite3') else None)
+
+
+def _sqlite_begin(conn):
+    """BEGIN IMMEDIATE: take SQLite's write lock when the transaction starts.
+
+    A transaction that reads and then writes fails at once with 'database
+    is locked' if another process wrote in between (busy_timeout does not
+    cover upgrading a read lock), as several gunicorn workers on the
+    embedded database do; waiting for the lock up front serializes them.
+    """
+    if 'in_transaction' not in conn.info:
+        # Straight to the driver: a transaction boundary, not a query
+        # (statement-counting tests and SQL echo need not see it).
+        conn.connection.driver_connection.execute('BEGIN IMMEDIATE')
+        # oslo.db's own listener (which would emit a plain BEGIN next)
+        # skips a connection so marked, and clears the mark at the end.
+        conn.info['in_transaction'] = True
+
+
+def _sqlite_end(conn):
+    if conn.dialect.name != 'sqlite':
+        return
+    try:
+        conn.info.pop('in_transaction', None)
+    except sa.exc.SQLAlchemyError:
+        # A connection lost mid-transaction refuses even this; the
+        # original error (503 for a lost database) must surface, not this.
+        pass
+
+
+sa.event.listen(sa.engine.Engine, 'begin',
+                lambda conn: _sqlite_begin(conn)
+                if conn.dialect.name == 'sqlite' else None)
+for _event in ('commit', 'rollback'):
+    sa.event.listen(sa.engine.Engine, _event, _sqlite_end)
 
 
 def retry_on_deadlock(f):

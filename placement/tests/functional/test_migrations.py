@@ -136,3 +136,35 @@ def test_old_data_blocks_the_upgrade_until_online_migrations_ran(empty_db):
 
     migration.upgrade('head', engine=engine)
     assert migration.version(engine=engine) == UPSTREAM_CHAIN[-1]
+
+
+_BOOT = '''
+import sys
+from placement.wsgi import api
+api.init_application()
+print('booted')
+'''
+
+
+def test_workers_starting_together_on_a_fresh_database(empty_db):
+    """Several WSGI workers with sync_on_startup booting at once: each
+    migrates and syncs standard traits in turn, none fails."""
+    import os_traits
+    env = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
+    env.update(OS_PLACEMENT_DATABASE__CONNECTION=empty_db.url,
+               OS_PLACEMENT_DATABASE__SYNC_ON_STARTUP='true',
+               OS_API__AUTH_STRATEGY='noauth2',
+               OS_DEFAULT__LOG_OPTIONS='false')
+    procs = [subprocess.Popen([sys.executable, '-c', _BOOT], env=env,
+                              stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+             for _ in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err[-3000:]
+        assert out.strip().splitlines()[-1] == 'booted'
+    assert migration.version(engine=empty_db.engine) == UPSTREAM_CHAIN[-1]
+    with empty_db.engine.connect() as conn:
+        names = [r[0] for r in conn.execute(sa.select(models.TRAIT.c.name))]
+    assert sorted(names) == sorted(os_traits.get_traits())
