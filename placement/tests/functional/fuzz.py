@@ -284,7 +284,7 @@ class Generator:
 
     # bodies -----------------------------------------------------------
 
-    def template(self, url, method):
+    def template(self, url, method, path=''):
         """A write body that is valid in shape but cannot land: a stale
         generation, a taken uuid, or a consumer generation that is off."""
         r = self.rand
@@ -303,7 +303,9 @@ class Generator:
             return {'name': w.names[rp], 'uuid': rp,
                     'parent_provider_uuid': w.providers[0]}, []
         if url == '/resource_providers/{uuid}':
-            other = [p for p in w.providers if p != rp][0]
+            # Another provider's name: a 409 whichever provider the path
+            # names (its own name would be a valid no-op rename).
+            other = [p for p in w.providers if p not in path][0]
             return {'name': w.names[other],
                     'parent_provider_uuid': None}, []
         if url.endswith('/inventories') and method == 'POST':
@@ -453,7 +455,7 @@ class Generator:
             headers['openstack-api-version'] = r.choice(BAD_VERSIONS)
         body = None
         if has_body:
-            doc, must = self.template(url, method)
+            doc, must = self.template(url, method, path)
             ctype = 'application/json'
             if poison == 'body':
                 body, ctype, kind = self.poison_body(doc, must)
