@@ -85,18 +85,32 @@ def _used(rp_col, rc_col):
         .scalar_subquery(), 0)
 
 
-def _has_trait(rp_col, trait_ids):
-    return sa.exists().where(_RPT.c.resource_provider_id == rp_col).where(
-        _RPT.c.trait_id.in_(sorted(trait_ids)))
+def _has_trait(rp_col, trait_ids, probe=False):
+    """``rp_col`` has one of ``trait_ids``.
+
+    Two spellings, for two plans. Over a small window of providers
+    (``probe``) a correlated EXISTS probes the (provider, trait) index per
+    row, so the cost follows the window, not the trait's popularity. Over
+    everything, IN (subquery) lets the planner hash the trait's providers
+    once, or drive the query from them when they are few."""
+    if probe:
+        return sa.exists().where(_RPT.c.resource_provider_id == rp_col).where(
+            _RPT.c.trait_id.in_(sorted(trait_ids)))
+    return rp_col.in_(sa.select(_RPT.c.resource_provider_id).where(
+        _RPT.c.trait_id.in_(sorted(trait_ids))))
 
 
-def _in_aggs(rp_col, agg_ids):
-    return sa.exists().where(_RPA.c.resource_provider_id == rp_col).where(
-        _RPA.c.aggregate_id.in_(sorted(agg_ids)))
+def _in_aggs(rp_col, agg_ids, probe=False):
+    """``rp_col`` is in one of ``agg_ids``; spelled as ``_has_trait``."""
+    if probe:
+        return sa.exists().where(_RPA.c.resource_provider_id == rp_col).where(
+            _RPA.c.aggregate_id.in_(sorted(agg_ids)))
+    return rp_col.in_(sa.select(_RPA.c.resource_provider_id).where(
+        _RPA.c.aggregate_id.in_(sorted(agg_ids))))
 
 
-def _in_all(rp_col, lists):
-    return sa.and_(*[_in_aggs(rp_col, ids) for ids in lists])
+def _in_all(rp_col, lists, probe=False):
+    return sa.and_(*[_in_aggs(rp_col, ids, probe) for ids in lists])
 
 
 class Gatherer:
@@ -106,11 +120,27 @@ class Gatherer:
         self.ctx = ctx
         self.session = ctx.session
         self.wide = wide
+        # Without any child provider, every rule that spans a tree
+        # collapses onto the provider itself: simpler SQL, better plans.
+        self.trees = self.has_trees()
         self.groups = self._resolve(groups)
         self.sharing = self._sharing_providers()
         # Per group, the rows of sharing providers able to serve it
         # (not bounded by window: their anchors are).
         self._sharing_rows = {}
+
+    # Filters over a window of providers probe indexes row by row; over
+    # every provider they hash (see _has_trait).
+    probe = False
+
+    def _trait(self, col, ids):
+        return _has_trait(col, ids, self.probe)
+
+    def _aggs(self, col, ids):
+        return _in_aggs(col, ids, self.probe)
+
+    def _all(self, col, lists):
+        return _in_all(col, lists, self.probe)
 
     # -- names to ids -------------------------------------------------------
 
@@ -180,7 +210,7 @@ class Gatherer:
 
     def _any_in_all(self, member_of):
         return self.session.execute(
-            sa.select(_RP.c.id).where(_in_all(_RP.c.id, member_of))
+            sa.select(_RP.c.id).where(self._all(_RP.c.id, member_of))
             .limit(1)).first() is not None
 
     def _empty_before_error(self, resolved):
@@ -200,7 +230,8 @@ class Gatherer:
                     raise Empty()
                 self.groups = [g]
                 lo, hi = self.id_range()
-                cgroups = self.window(lo, hi + 1) if lo is not None else None
+                cgroups = (self.window(lo, hi + 1, everything=True)
+                           if lo is not None else None)
                 if not cgroups:
                     raise Empty()
                 anchors = combine.viable_anchors(cgroups)
@@ -231,10 +262,10 @@ class Gatherer:
     def _root_ok(self, root_col):
         conds = []
         if self.root_required:
-            conds.extend(_has_trait(root_col, {t})
+            conds.extend(self._trait(root_col, {t})
                          for t in self.root_required)
         if self.root_forbidden:
-            conds.append(~_has_trait(root_col, self.root_forbidden))
+            conds.append(~self._trait(root_col, self.root_forbidden))
         return conds
 
     def _provider_filters(self, g, rp_col, root_col):
@@ -242,51 +273,69 @@ class Gatherer:
         conds = []
         if g.numbered:
             for any_of in g.required:
-                conds.append(_has_trait(rp_col, any_of))
+                conds.append(self._trait(rp_col, any_of))
             if g.member_of:
-                conds.append(_in_all(rp_col, g.member_of))
+                conds.append(self._all(rp_col, g.member_of))
             if g.forbidden_aggs:
-                conds.append(~_in_aggs(rp_col, g.forbidden_aggs))
+                conds.append(~self._aggs(rp_col, g.forbidden_aggs))
+        elif not self.trees:
+            if g.member_of:
+                conds.append(self._all(rp_col, g.member_of))
+            if g.forbidden_aggs:
+                conds.append(~self._aggs(rp_col, g.forbidden_aggs))
+            if g.required and not self.sharing:
+                for any_of in g.required:
+                    conds.append(self._trait(rp_col, any_of))
         else:
             if g.member_of:
-                conds.append(sa.or_(_in_all(rp_col, g.member_of),
-                                    _in_all(root_col, g.member_of)))
+                conds.append(sa.or_(self._all(rp_col, g.member_of),
+                                    self._all(root_col, g.member_of)))
             if g.forbidden_aggs:
-                conds.append(~_in_aggs(rp_col, g.forbidden_aggs))
-                conds.append(~_in_aggs(root_col, g.forbidden_aggs))
+                conds.append(~self._aggs(rp_col, g.forbidden_aggs))
+                conds.append(~self._aggs(root_col, g.forbidden_aggs))
             if g.required and not self.sharing:
                 # Without sharing providers the traits must come from the
                 # tree itself: drop trees lacking one of the any-of sets.
                 tree = _RP.alias('tree_member')
                 tree_rpt = _RPT.alias('tree_rpt')
                 for any_of in g.required:
-                    conds.append(root_col.in_(
-                        sa.select(tree.c.root_provider_id).select_from(
-                            tree.join(tree_rpt, tree_rpt.c.resource_provider_id
-                                      == tree.c.id)).where(
-                            tree_rpt.c.trait_id.in_(sorted(any_of)))))
+                    in_tree = sa.select(tree.c.root_provider_id).select_from(
+                        tree.join(tree_rpt, tree_rpt.c.resource_provider_id
+                                  == tree.c.id)).where(
+                        tree_rpt.c.trait_id.in_(sorted(any_of)))
+                    if self.probe:
+                        conds.append(sa.exists(in_tree.where(
+                            tree.c.root_provider_id == root_col)))
+                    else:
+                        conds.append(root_col.in_(in_tree))
         if g.forbidden:
-            conds.append(~_has_trait(rp_col, g.forbidden))
+            conds.append(~self._trait(rp_col, g.forbidden))
         return conds
 
     def _capacity_rows(self, g, extra):
-        """(rp id, root id, rc id) for each class a provider can serve."""
-        rp = _RP
-        per_rc = []
-        for name, amount in g.resources:
-            rc_id = g.rc_ids[name]
-            per_rc.append(sa.and_(
-                _INV.c.resource_class_id == rc_id,
-                _used(_INV.c.resource_provider_id, rc_id) + amount <=
-                (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
-                _INV.c.min_unit <= amount,
-                _INV.c.max_unit >= amount,
-                amount % _INV.c.step_size == 0))
-        sel = sa.select(rp.c.id, rp.c.root_provider_id,
+        """(rp id, root id, rc id) for each class a provider can serve.
+
+        One class test for all classes: ``resource_class_id IN (...)`` and
+        the amount picked by CASE. An OR per class would invite planners
+        (SQLite's above all) to drive the query from the class index,
+        reading every provider's inventory even for a small window."""
+        rc_amount = {g.rc_ids[name]: amount for name, amount in g.resources}
+        if len(rc_amount) == 1:
+            amount = sa.literal(next(iter(rc_amount.values())))
+        else:
+            amount = sa.case(rc_amount, value=_INV.c.resource_class_id)
+        sel = sa.select(_RP.c.id, _RP.c.root_provider_id,
                         _INV.c.resource_class_id).select_from(
-            rp.join(_INV, _INV.c.resource_provider_id == rp.c.id)).where(
-            sa.or_(*per_rc))
-        for cond in self._provider_filters(g, rp.c.id, rp.c.root_provider_id):
+            _RP.join(_INV, _INV.c.resource_provider_id == _RP.c.id)).where(
+            _INV.c.resource_class_id.in_(sorted(rc_amount)),
+            _used(_INV.c.resource_provider_id, _INV.c.resource_class_id)
+            + amount <=
+            (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
+            _INV.c.min_unit <= amount,
+            _INV.c.max_unit >= amount,
+            amount % _INV.c.step_size == 0)
+        for cond in self._provider_filters(g, _RP.c.id,
+                                           _RP.c.root_provider_id):
             sel = sel.where(cond)
         for cond in extra:
             sel = sel.where(cond)
@@ -321,7 +370,7 @@ class Gatherer:
                 extra.append(_RP.c.root_provider_id == g.tree_root)
             if not g.numbered and g.member_of:
                 # The sharing provider itself must be in the aggregates.
-                extra.append(_in_all(_RP.c.id, g.member_of))
+                extra.append(self._all(_RP.c.id, g.member_of))
             rows = self._rows(g, extra)
         self._sharing_rows[g.suffix] = rows
         return rows
@@ -354,10 +403,21 @@ class Gatherer:
 
     # -- one window ------------------------------------------------------------
 
-    def window(self, lo, hi):
-        """combine.Group list and the anchors seen, for roots in [lo, hi)."""
-        window_conds = [_RP.c.root_provider_id >= lo,
-                        _RP.c.root_provider_id < hi]
+    def window(self, lo, hi, everything=False):
+        """combine.Group list and the anchors seen, for roots in [lo, hi).
+
+        A window drives its queries from the providers of its roots
+        (``rp.id IN (roots' providers)``) and probes every filter per row,
+        so its cost does not grow with the providers outside it;
+        ``everything`` drops the window and lets filters hash instead."""
+        self.probe = not everything
+        window_conds = []
+        if not everything:
+            in_window = _RP.alias('in_window')
+            window_conds.append(_RP.c.id.in_(
+                sa.select(in_window.c.id).where(
+                    in_window.c.root_provider_id >= lo,
+                    in_window.c.root_provider_id < hi)))
         window_conds.extend(self._root_ok(_RP.c.root_provider_id))
         per_group = []
         sharing_used = set()
@@ -390,7 +450,7 @@ class Gatherer:
                 roots = set().union(*anchors_of.values()) \
                     if anchors_of else set()
                 bad_roots = self._roots_matching(
-                    roots, lambda col: [_in_aggs(col, g.forbidden_aggs)])
+                    roots, lambda col: [self._aggs(col, g.forbidden_aggs)])
             out.append(self._to_combine_group(g, rows, srows, anchors_of,
                                               bad_roots))
         return out
@@ -503,7 +563,7 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
         gatherer = Gatherer(ctx, groups, wide)
     except Empty:
         return [], {}, False
-    has_trees = gatherer.has_trees()
+    has_trees = gatherer.trees
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
     if wide.limit is not None and not randomize:
@@ -520,7 +580,7 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     start = lo
     while start < hi and (cap is None or len(found) < cap):
         end = min(hi, start + step)
-        cgroups = gatherer.window(start, end)
+        cgroups = gatherer.window(start, end, everything=cap is None)
         start = end
         step *= 4
         if cgroups is None:

@@ -1,7 +1,9 @@
 """Serve GET requests with upstream placement (run by its own venv).
 
-Usage: /work/upstream-venv/bin/python upstream_runner.py DB_PATH [init]
+Usage: /work/upstream-venv/bin/python upstream_runner.py DB [init]
   [MAX_CANDIDATES]
+
+DB is a SQLite file's path or a database URL.
 
 ``init`` creates the schema with upstream's migrations and exits. Without
 it, each stdin line is JSON {"path": ..., "version": ...}; each answer is
@@ -27,7 +29,8 @@ def main():
     logging.disable(logging.CRITICAL)
     conf = cfg.ConfigOpts()
     pconf.register_opts(conf)
-    conf.set_default('connection', 'sqlite:///' + db_path,
+    url = db_path if '://' in db_path else 'sqlite:///' + db_path
+    conf.set_default('connection', url,
                      group='placement_database')
     conf([], project='placement', default_config_files=[])
     conf.set_override('sync_on_startup', init, group='placement_database')
