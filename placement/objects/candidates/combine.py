@@ -396,7 +396,11 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
     if strategy == 'breadth-first':
         stream = _roundrobin(per_anchor(a) for a in anchors)
     else:
-        stream = itertools.chain.from_iterable(per_anchor(a)
+        # Anchor after anchor: one search serves them all (a finished
+        # search has given back everything it took).
+        search = _Search(providers, groups, isolate, same_subtrees,
+                         one_provider_per_tree, shuffle)
+        stream = itertools.chain.from_iterable(search.run(a)
                                                for a in anchors)
     for picks in stream:
         cand = Candidate(search_groups, picks)

@@ -48,8 +48,6 @@ _ALLOC = models.ALLOC
 _RPT = models.RPT
 _RPA = models.RPA
 _AGG = models.AGG
-_RC = models.RC
-_TRAIT = models.TRAIT
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 _FIRST_WINDOW = 256
@@ -122,7 +120,7 @@ class Gatherer:
         self.wide = wide
         # Without any child provider, every rule that spans a tree
         # collapses onto the provider itself: simpler SQL, better plans.
-        self.trees = self.has_trees()
+        self.trees = self._world_facts()
         self.groups = self._resolve(groups)
         self.sharing = self._sharing_providers()
         # Per group, the rows of sharing providers able to serve it
@@ -251,11 +249,15 @@ class Gatherer:
             sa.select(_RPT.c.resource_provider_id).where(
                 _RPT.c.trait_id == tid))}
 
-    def has_trees(self):
-        return self.session.execute(
-            sa.select(_RP.c.id).where(
-                _RP.c.parent_provider_id.isnot(None)).limit(1)).first() \
-            is not None
+    def _world_facts(self):
+        """The id range of providers and whether any has a parent, in one
+        round trip."""
+        child = sa.select(_RP.c.id).where(
+            _RP.c.parent_provider_id.isnot(None)).limit(1).scalar_subquery()
+        lo, hi, some_child = self.session.execute(sa.select(
+            sa.func.min(_RP.c.id), sa.func.max(_RP.c.id), child)).one()
+        self._id_range = (lo, hi)
+        return some_child is not None
 
     # -- filters -------------------------------------------------------------
 
@@ -389,7 +391,7 @@ class Gatherer:
             .where(_RP.c.root_provider_id >= lo)\
             .where(_RP.c.root_provider_id < hi).distinct()
         out = collections.defaultdict(set)
-        for sp, root in self.session.execute(sel):
+        for sp, root in self.session.execute(sel).all():
             out[sp].add(root)
         return out
 
@@ -481,9 +483,9 @@ class Gatherer:
             return combine.Group(g.suffix, g.resources, dict(by_anchor))
         by_anchor = collections.defaultdict(
             lambda: collections.defaultdict(list))
-        for rp, root, rc in sorted(rows):
+        for rp, root, rc in sorted(map(tuple, rows)):
             by_anchor[root][names[rc]].append(rp)
-        for rp, root, rc in sorted(srows):
+        for rp, root, rc in sorted(map(tuple, srows)):
             for anchor in sorted(anchors_of.get(rp, ())):
                 if anchor in bad_roots:
                     continue
@@ -509,40 +511,52 @@ class Gatherer:
         if not roots:
             return {}
         roots = sorted(roots)
+        # Providers with their inventories in one query (LEFT JOIN: a
+        # provider without inventory still belongs to its tree); class and
+        # trait names come from the id caches, not from joins, which keeps
+        # these statements cheap to plan.
         provs = {}
-        for rid, uuid, parent, root in self.session.execute(
-                sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
-                          _RP.c.root_provider_id).where(
-                    _RP.c.root_provider_id.in_(roots))):
-            provs[rid] = combine.Provider(rid, uuid, parent, root)
-        traits = collections.defaultdict(set)
-        for rid, name in self.session.execute(
-                sa.select(_RPT.c.resource_provider_id, _TRAIT.c.name)
-                .select_from(_RPT.join(_TRAIT, _TRAIT.c.id == _RPT.c.trait_id)
-                             .join(_RP, _RP.c.id ==
-                                   _RPT.c.resource_provider_id))
-                .where(_RP.c.root_provider_id.in_(roots))):
-            traits[rid].add(name)
-        for rid, names in traits.items():
-            provs[rid].traits = frozenset(names)
-        inv_sel = sa.select(
-            _INV.c.resource_provider_id, _RC.c.name, _INV.c.total,
-            _INV.c.reserved, _INV.c.allocation_ratio, _INV.c.max_unit,
-            _used(_INV.c.resource_provider_id, _INV.c.resource_class_id),
-        ).select_from(
-            _INV.join(_RC, _RC.c.id == _INV.c.resource_class_id)
-            .join(_RP, _RP.c.id == _INV.c.resource_provider_id)).where(
-            _RP.c.root_provider_id.in_(roots))
-        for rid, name, total, reserved, ratio, max_unit, used in \
-                self.session.execute(inv_sel):
-            capacity = int((total - reserved) * ratio)
-            provs[rid].inventory[name] = (capacity, int(used or 0), max_unit)
+        rc_ids = set()
+        rows = self.session.execute(
+            sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
+                      _RP.c.root_provider_id, _INV.c.resource_class_id,
+                      _INV.c.total, _INV.c.reserved,
+                      _INV.c.allocation_ratio, _INV.c.max_unit,
+                      _used(_INV.c.resource_provider_id,
+                            _INV.c.resource_class_id))
+            .select_from(_RP.outerjoin(
+                _INV, _INV.c.resource_provider_id == _RP.c.id))
+            .where(_RP.c.root_provider_id.in_(roots))).all()
+        for row in rows:
+            if row[4] is not None:
+                rc_ids.add(row[4])
+        rc_names = rc_obj.names_for_ids(self.ctx, rc_ids) if rc_ids else {}
+        for (rid, uuid, parent, root, rc_id, total, reserved, ratio,
+             max_unit, used) in rows:
+            prov = provs.get(rid)
+            if prov is None:
+                prov = provs[rid] = combine.Provider(rid, uuid, parent, root)
+            if rc_id is not None:
+                prov.inventory[rc_names[rc_id]] = (
+                    int((total - reserved) * ratio), int(used or 0),
+                    max_unit)
+        trait_rows = self.session.execute(
+            sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
+            .select_from(_RPT.join(
+                _RP, _RP.c.id == _RPT.c.resource_provider_id))
+            .where(_RP.c.root_provider_id.in_(roots))).all()
+        if trait_rows:
+            names = trait_obj.names_for_ids(
+                self.ctx, {tid for _, tid in trait_rows})
+            traits = collections.defaultdict(set)
+            for rid, tid in trait_rows:
+                traits[rid].add(names[tid])
+            for rid, tnames in traits.items():
+                provs[rid].traits = frozenset(tnames)
         return provs
 
     def id_range(self):
-        lo, hi = self.session.execute(
-            sa.select(sa.func.min(_RP.c.id), sa.func.max(_RP.c.id))).one()
-        return lo, hi
+        return self._id_range
 
 
 @db_api.reader
