@@ -10,9 +10,9 @@ roots of every tree they share an aggregate with ("anchors").
 Root providers are walked in id windows that grow geometrically: when a
 limit is asked for, the first window usually yields enough candidates, so
 the work stays flat however many providers exist; without a limit one
-window covers everything. For each window three more queries load the
-trees involved (providers, inventories with usage, traits) and the pure
-combiner (``combine.py``) does the rest.
+window covers everything. For each window two more queries load the
+trees involved (providers with inventories and usage; traits) and the
+pure combiner (``combine.py``) does the rest.
 
 The rules each group follows are upstream's:
 
@@ -50,7 +50,10 @@ _RPA = models.RPA
 _AGG = models.AGG
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
-_FIRST_WINDOW = 256
+# The first window holds this many roots per candidate asked for (at least
+# _MIN_WINDOW); each next window is four times wider.
+_ROOTS_PER_CANDIDATE = 16
+_MIN_WINDOW = 64
 
 
 class Empty(Exception):
@@ -252,10 +255,14 @@ class Gatherer:
     def _world_facts(self):
         """The id range of providers and whether any has a parent, in one
         round trip."""
+        # Three scalar subqueries: each is one index probe. (SQLite scans
+        # the table for min() and max() asked side by side.)
         child = sa.select(_RP.c.id).where(
             _RP.c.parent_provider_id.isnot(None)).limit(1).scalar_subquery()
         lo, hi, some_child = self.session.execute(sa.select(
-            sa.func.min(_RP.c.id), sa.func.max(_RP.c.id), child)).one()
+            sa.select(sa.func.min(_RP.c.id)).scalar_subquery(),
+            sa.select(sa.func.max(_RP.c.id)).scalar_subquery(),
+            child)).one()
         self._id_range = (lo, hi)
         return some_child is not None
 
@@ -587,7 +594,8 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     if lo is None:
         return [], {}, has_trees
     hi += 1
-    step = _FIRST_WINDOW if cap is not None else hi - lo
+    step = (max(_MIN_WINDOW, _ROOTS_PER_CANDIDATE * cap) if cap is not None
+            else hi - lo)
     found = []
     providers = {}
     seen = set()
