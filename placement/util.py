@@ -6,6 +6,7 @@ import json
 import math
 
 import jsonschema
+import orjson
 from oslo_middleware import request_id
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
@@ -119,15 +120,22 @@ def want_version(req):
     return microversion.want_version(req)
 
 
-def json_response(req, body, status=200, last_modified=None, location=None):
+def json_response(req, body, status=200, last_modified=None, location=None,
+                  large=False):
     """Send ``body`` as JSON; from 1.15 add cache-control and last-modified.
 
     ``last_modified`` may be None, in which case "now" is used from 1.15
     (upstream does the same for bodies that are computed, not stored).
+    ``large`` bodies (allocation candidates: megabytes for wide requests)
+    are encoded with orjson, about ten times faster than json, in compact
+    form; the others keep json's spacing, which is upstream's.
     """
     resp = req.response
     resp.status = status
-    resp.body = json.dumps(body, separators=(', ', ': ')).encode('utf-8')
+    if large:
+        resp.body = orjson.dumps(body)
+    else:
+        resp.body = json.dumps(body, separators=(', ', ': ')).encode('utf-8')
     resp.content_type = 'application/json'
     resp.charset = None
     if location:

@@ -4,9 +4,12 @@ Parse and validate the query (schemas + candidates.request), gather and
 combine (candidates.gather, candidates.combine), then shape the answer for
 the microversion asked.
 """
+import operator
+
 import webob.exc
 
 from placement import exception
+from placement.objects.candidates import combine
 from placement.objects.candidates import gather
 from placement.objects.candidates import request as ac_request
 from placement.policies import allocation_candidate as policies
@@ -21,39 +24,111 @@ NESTED_AWARE = (1, 29)        # also: parent/root uuids in summaries
 MAPPINGS = (1, 34)
 
 
-def _resources(group_resources):
-    return dict(group_resources)
-
-
 def _allocation_requests(cands, providers, want):
+    """The allocation_requests list. A wide request renders tens of
+    thousands of these: the amounts dicts and one-provider mapping lists
+    that combine shares between candidates are rendered once each (keyed
+    by identity: they live as long as ``cands``) and never mutated."""
+    uuid_of = {rp: prov.uuid for rp, prov in providers.items()}
     out = []
-    dict_form = want.matches(DICT_ALLOCATIONS)
+    if not want.matches(DICT_ALLOCATIONS):
+        for cand in cands:
+            out.append({'allocations': [
+                {'resource_provider': {'uuid': uuid_of[rp]},
+                 'resources': res}
+                for rp, res in cand.allocations.items()]})
+        return out
     with_mappings = want.matches(MAPPINGS)
+    rendered = {}      # id() of a shared amounts dict or rp list -> JSON
+    fast = _DistinctNumbered(cands, uuid_of, with_mappings)
     for cand in cands:
-        allocs = cand.allocations
-        if dict_form:
-            body = {'allocations': {
-                providers[rp].uuid: {'resources': dict(res)}
-                for rp, res in allocs.items()}}
-            if with_mappings:
-                body['mappings'] = {
-                    suffix: [providers[rp].uuid for rp in rps]
-                    for suffix, rps in cand.mappings.items()}
-        else:
-            body = {'allocations': [
-                {'resource_provider': {'uuid': providers[rp].uuid},
-                 'resources': dict(res)}
-                for rp, res in allocs.items()]}
+        body = fast.render(cand)
+        if body is not None:
+            out.append(body)
+            continue
+        allocs = {}
+        for rp, res in cand.allocations.items():
+            key = (rp, id(res))
+            entry = rendered.get(key)
+            if entry is None:
+                entry = rendered[key] = (uuid_of[rp], {'resources': res})
+            allocs[entry[0]] = entry[1]
+        body = {'allocations': allocs}
+        if with_mappings:
+            maps = {}
+            for suffix, rps in cand.mappings.items():
+                lst = rendered.get(id(rps))
+                if lst is None:
+                    lst = [uuid_of[rp] for rp in rps]
+                    if len(rps) == 1:
+                        rendered[id(rps)] = lst
+                maps[suffix] = lst
+            body['mappings'] = maps
         out.append(body)
     return out
+
+
+class _Parts(dict):
+    """rp id -> a rendered part, made on first use (from C code too)."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, rp):
+        part = self[rp] = self.make(rp)
+        return part
+
+
+class _DistinctNumbered:
+    """Render, at C speed, candidates made only of numbered groups on
+    distinct providers (a wide isolate request: tens of thousands of
+    them): each (group, provider) part is built once and a candidate is
+    two dict() calls over its picks."""
+
+    def __init__(self, cands, uuid_of, with_mappings):
+        self.ok = False
+        if not cands:
+            return
+        groups = cands[0].groups
+        if not all(g.same_provider for g in groups):
+            return
+        self.ok = True
+        self.n = len(groups)
+        self.with_mappings = with_mappings
+        with_res = [i for i, g in enumerate(groups) if g.resources]
+        self.alloc_parts = [self._alloc_part(groups[i], uuid_of)
+                            for i in with_res]
+        self.pick_res = (operator.itemgetter(*with_res) if len(with_res) > 1
+                         else (lambda picks, i=with_res[0]: (picks[i],))
+                         if with_res else (lambda picks: ()))
+        self.map_parts = [
+            _Parts(lambda rp, s=g.suffix: (s, [uuid_of[rp]]))
+            for g in groups]
+
+    @staticmethod
+    def _alloc_part(group, uuid_of):
+        return _Parts(lambda rp: (uuid_of[rp],
+                                  {'resources': group.amounts}))
+
+    def render(self, cand):
+        if not self.ok:
+            return None
+        picks = cand.picks
+        if len(set(picks)) != self.n:
+            return None
+        body = {'allocations': dict(map(operator.getitem, self.alloc_parts,
+                                        self.pick_res(picks)))}
+        if self.with_mappings:
+            body['mappings'] = dict(map(operator.getitem, self.map_parts,
+                                        picks))
+        return body
 
 
 def _provider_summaries(cands, providers, groups, want, whole_trees):
     """Summaries of every provider in the trees the candidates use (only
     the providers used, for old microversions on nested worlds)."""
-    used = set()
-    for cand in cands:
-        used.update(cand.allocations)
+    used = combine.allocated_providers(cands)
     if whole_trees:
         roots = {providers[rp].root_id for rp in used}
         shown = [p for p in providers.values() if p.root_id in roots]
@@ -119,4 +194,4 @@ def list_allocation_candidates(req):
             cands, providers, groups, want,
             whole_trees=nested_aware or not has_trees),
     }
-    return util.json_response(req, body)
+    return util.json_response(req, body, large=True)

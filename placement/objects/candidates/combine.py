@@ -26,6 +26,7 @@ anchors -- a request served entirely by a sharing provider -- are yielded
 once, as upstream's set does.
 """
 import itertools
+import operator
 
 
 class Provider:
@@ -55,14 +56,16 @@ class Group:
     here only for the unnumbered group.
     """
 
-    __slots__ = ('suffix', 'same_provider', 'resources', 'by_anchor',
-                 'required', 'forbidden')
+    __slots__ = ('suffix', 'same_provider', 'resources', 'amounts',
+                 'one_provider', 'by_anchor', 'required', 'forbidden')
 
     def __init__(self, suffix, resources, by_anchor, required=(),
                  forbidden=()):
         self.suffix = suffix
         self.same_provider = bool(suffix)
         self.resources = list(resources)
+        self.amounts = dict(self.resources)     # shared by candidates
+        self.one_provider = {}                  # rp -> [rp], shared too
         self.by_anchor = by_anchor
         self.required = [frozenset(s) for s in required]
         self.forbidden = frozenset(forbidden)
@@ -86,19 +89,45 @@ class Candidate:
         self._maps = None
 
     def _build(self):
+        """Sum the picks into allocations and mappings.
+
+        A provider serving one group gets that group's own ``amounts``
+        dict, shared with every other candidate using it the same way
+        (a wide request renders tens of thousands of candidates); the dict
+        is copied only when a second group adds to the same provider.
+        Callers must treat both results as read-only."""
         alloc = {}
         maps = {}
+        copied = ()
         for group, pick in zip(self.groups, self.picks):
             if group.same_provider:
-                maps[group.suffix] = [pick]
-                if group.resources:
-                    res = alloc.setdefault(pick, {})
-                    for rc, amt in group.resources:
-                        res[rc] = res.get(rc, 0) + amt
+                one = group.one_provider
+                lst = one.get(pick)
+                if lst is None:
+                    lst = one[pick] = [pick]
+                maps[group.suffix] = lst
+                if not group.resources:
+                    continue
+                res = alloc.get(pick)
+                if res is None:
+                    alloc[pick] = group.amounts
+                    continue
+                if pick not in copied:
+                    copied = set(copied) | {pick}
+                    res = alloc[pick] = dict(res)
+                for rc, amt in group.resources:
+                    res[rc] = res.get(rc, 0) + amt
             else:
                 maps[group.suffix] = list(dict.fromkeys(pick))
                 for rp, (rc, amt) in zip(pick, group.resources):
-                    res = alloc.setdefault(rp, {})
+                    res = alloc.get(rp)
+                    if res is None:
+                        alloc[rp] = {rc: amt}
+                        copied = set(copied) | {rp}
+                        continue
+                    if rp not in copied:
+                        copied = set(copied) | {rp}
+                        res = alloc[rp] = dict(res)
                     res[rc] = res.get(rc, 0) + amt
         self._alloc = alloc
         self._maps = maps
@@ -130,6 +159,25 @@ class Candidate:
                           for rc, amt in res.items()),
                 frozenset((s, frozenset(rps))
                           for s, rps in self.mappings.items()))
+
+
+def allocated_providers(cands):
+    """Ids of the providers the candidates allocate from: a union per
+    group position, at C speed (wide answers have tens of thousands of
+    candidates)."""
+    used = set()
+    by_groups = {}
+    for cand in cands:
+        by_groups.setdefault(id(cand.groups), (cand.groups, []))[1].append(
+            cand.picks)
+    for groups, picks in by_groups.values():
+        for pos, group in enumerate(groups):
+            column = map(operator.itemgetter(pos), picks)
+            if not group.same_provider:
+                used.update(itertools.chain.from_iterable(column))
+            elif group.resources:
+                used.update(column)
+    return used
 
 
 def _ancestors(providers, rp_id):
@@ -262,25 +310,40 @@ class _Search:
                                               [])
 
     def _place_numbered(self, idx, group, anchor):
+        # The innermost loop of wide requests: checks are inlined.
+        used = self.used
+        providers = self.providers
+        isolate = self.isolate
+        taken = self.numbered_rps
+        resources = group.resources
+        subtree_check = bool(self.subtree_checks[idx])
         for rp in self._order(group.by_anchor.get(anchor, ())):
-            if self.isolate and rp in self.numbered_rps:
+            if isolate and rp in taken:
                 continue
-            if not all(self._fits(rp, rc, amt)
-                       for rc, amt in group.resources):
+            inventory = providers[rp].inventory
+            fits = True
+            for rc, amt in resources:
+                inv = inventory.get(rc)
+                if inv is None:
+                    fits = False
+                    break
+                total = used.get((rp, rc), 0) + amt
+                if inv[1] + total > inv[0] or total > inv[2]:
+                    fits = False
+                    break
+            if not fits or not self._claim_tree(rp):
                 continue
-            if not self._claim_tree(rp):
-                continue
-            for rc, amt in group.resources:
-                self._take(rp, rc, amt)
-            if self.isolate:
-                self.numbered_rps.add(rp)
+            for rc, amt in resources:
+                used[(rp, rc)] = used.get((rp, rc), 0) + amt
+            if isolate:
+                taken.add(rp)
             self.picks[idx] = rp
-            if self._subtrees_ok(idx):
+            if not subtree_check or self._subtrees_ok(idx):
                 yield from self._place(idx + 1, anchor)
-            if self.isolate:
-                self.numbered_rps.discard(rp)
-            for rc, amt in group.resources:
-                self._give_back(rp, rc, amt)
+            if isolate:
+                taken.discard(rp)
+            for rc, amt in resources:
+                used[(rp, rc)] -= amt
             self._release_tree(rp)
 
     def _unnumbered_traits_ok(self, group, chosen):
