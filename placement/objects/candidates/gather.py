@@ -243,27 +243,37 @@ class Gatherer:
         finally:
             self.groups = saved
 
-    def _sharing_providers(self):
+    def _sharing_trait_id(self):
         try:
-            tid = trait_obj.id_for_name(self.ctx, SHARING_TRAIT)
-        except Exception:
+            return trait_obj.id_for_name(self.ctx, SHARING_TRAIT)
+        except exception.TraitNotFound:
+            return None
+
+    def _sharing_providers(self):
+        tid = self._sharing_trait_id()
+        if tid is None or not self._any_sharing:
             return set()
         return {r[0] for r in self.session.execute(
             sa.select(_RPT.c.resource_provider_id).where(
                 _RPT.c.trait_id == tid))}
 
     def _world_facts(self):
-        """The id range of providers and whether any has a parent, in one
-        round trip."""
-        # Three scalar subqueries: each is one index probe. (SQLite scans
-        # the table for min() and max() asked side by side.)
+        """The id range of providers, whether any has a parent and whether
+        any shares its inventory, in one round trip."""
+        # Scalar subqueries: each is one index probe. (SQLite scans the
+        # table for min() and max() asked side by side.)
         child = sa.select(_RP.c.id).where(
             _RP.c.parent_provider_id.isnot(None)).limit(1).scalar_subquery()
-        lo, hi, some_child = self.session.execute(sa.select(
+        tid = self._sharing_trait_id()
+        sharer = sa.select(_RPT.c.resource_provider_id).where(
+            _RPT.c.trait_id == (tid if tid is not None else -1)).limit(1)\
+            .scalar_subquery()
+        lo, hi, some_child, some_sharer = self.session.execute(sa.select(
             sa.select(sa.func.min(_RP.c.id)).scalar_subquery(),
             sa.select(sa.func.max(_RP.c.id)).scalar_subquery(),
-            child)).one()
+            child, sharer)).one()
         self._id_range = (lo, hi)
+        self._any_sharing = some_sharer is not None
         return some_child is not None
 
     # -- filters -------------------------------------------------------------
@@ -620,18 +630,27 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
                     for lst in per.values():
                         used_sharing.update(rp for rp in lst
                                             if rp in gatherer.sharing)
-        providers.update(gatherer.providers(
-            anchors, used_sharing - set(providers)))
-        gen = combine.combine(
-            providers, cgroups, isolate=isolate,
-            same_subtrees=wide.same_subtrees,
-            one_provider_per_tree=not nested_aware and has_trees,
-            strategy=strategy, anchors=anchors, seen=seen,
-            shared_ids=gatherer.sharing)
-        for cand in gen:
-            found.append(cand)
-            if cap is not None and len(found) >= cap:
-                break
+        # Trees are loaded in batches of anchors: with a limit, a few
+        # anchors usually give enough candidates, so the rest of the
+        # window's trees are never read.
+        batch = len(anchors)
+        if cap is not None and strategy != 'breadth-first':
+            batch = max(8, 2 * (cap - len(found)))
+        while anchors and (cap is None or len(found) < cap):
+            now, anchors = anchors[:batch], anchors[batch:]
+            batch *= 4
+            providers.update(gatherer.providers(
+                now, used_sharing - set(providers)))
+            gen = combine.combine(
+                providers, cgroups, isolate=isolate,
+                same_subtrees=wide.same_subtrees,
+                one_provider_per_tree=not nested_aware and has_trees,
+                strategy=strategy, anchors=now, seen=seen,
+                shared_ids=gatherer.sharing)
+            for cand in gen:
+                found.append(cand)
+                if cap is not None and len(found) >= cap:
+                    break
     if randomize:
         if wide.limit is not None and len(found) > wide.limit:
             found = random.sample(found, wide.limit)
