@@ -101,6 +101,13 @@ class MaxCandidatesFixture(APIFixture):
     conf_overrides = {('placement', 'max_allocation_candidates'): 3}
 
 
+class MaxCandidatesBreadthFirstFixture(APIFixture):
+    conf_overrides = {
+        ('placement', 'max_allocation_candidates'): 3,
+        ('placement', 'allocation_candidates_generation_strategy'):
+            'breadth-first'}
+
+
 class SmallBodyLimitFixture(APIFixture):
     """A 1 KiB request body limit, so 413 tests need no megabyte bodies."""
     conf_overrides = {('oslo_middleware', 'max_request_body_size'): 1024}
