@@ -37,9 +37,9 @@ def _ensure(ctx, agg_uuids):
 
 
 # Two writers creating the same new aggregate: the loser starts again and
-# finds it.
+# finds it. A deadlock is retried as well.
 @oslo_db_api.wrap_db_retry(
-    max_retries=5, retry_interval=0.05,
+    max_retries=5, retry_interval=0.05, retry_on_deadlock=True,
     exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry))
 @db_api.writer
 def set_for_provider(ctx, rp, agg_uuids, increment_generation=False):

@@ -57,6 +57,7 @@ def _values(data):
     return {f: data[f] for f in FIELDS}
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def add(ctx, rp, rc_name, data):
     """Add one class; the new generation. ResourceClassNotFound,
@@ -73,6 +74,7 @@ def add(ctx, rp, rc_name, data):
     return rp_obj.increment_generation(ctx, rp.id, rp.generation)
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def update(ctx, rp, rc_name, data):
     """Replace one class's record; the new generation. Shrinking below
@@ -88,6 +90,7 @@ def update(ctx, rp, rc_name, data):
     return rp_obj.increment_generation(ctx, rp.id, rp.generation)
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def delete(ctx, rp, rc_name):
     """Remove one class; the new generation. InventoryInUse if allocated,
@@ -103,6 +106,7 @@ def delete(ctx, rp, rc_name):
     return rp_obj.increment_generation(ctx, rp.id, rp.generation)
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def set_all(ctx, rp, inventories):
     """Make {class name: record} the provider's whole inventory; the new

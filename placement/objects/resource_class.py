@@ -84,6 +84,7 @@ def get_by_name(ctx, name):
     return row
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _insert(ctx, name):
     max_id = ctx.session.execute(sa.select(sa.func.max(_RC.c.id))).scalar()
@@ -120,6 +121,7 @@ def create(ctx, name):
         'resource class: %s, please try again.' % name)
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _rename(ctx, rc_id, new_name):
     ctx.session.execute(
@@ -144,6 +146,7 @@ def rename(ctx, name, new_name):
     return new_row
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _delete(ctx, rc_id, name):
     for table in (models.INV, models.ALLOC):

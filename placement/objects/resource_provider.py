@@ -199,6 +199,7 @@ def _ids(ctx, uuid):
                   _RP.c.root_provider_id).where(_RP.c.uuid == uuid)).first()
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def create(ctx, uuid, name, parent_uuid=None):
     """Insert a provider (root of its own tree unless parent_uuid) and
@@ -262,6 +263,7 @@ def _subtree_ids(ctx, rp_id, root_id):
 _NOT_GIVEN = object()
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def update(ctx, uuid, name, parent_uuid=_NOT_GIVEN, allow_reparenting=False):
     """Rename and/or (re-, un-)parent a provider; its new row.
@@ -320,6 +322,7 @@ def update(ctx, uuid, name, parent_uuid=_NOT_GIVEN, allow_reparenting=False):
     return get_by_uuid(ctx, uuid)
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def delete(ctx, uuid):
     """Delete a provider with its inventories, traits and aggregate links.

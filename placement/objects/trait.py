@@ -94,6 +94,7 @@ def get_by_name(ctx, name):
     return row
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _insert(ctx, name):
     ctx.session.execute(_TRAIT.insert().values(name=name))
@@ -111,6 +112,7 @@ def create(ctx, name):
     return row
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _delete(ctx, trait_id, name):
     used = ctx.session.execute(
@@ -170,6 +172,7 @@ def names_by_provider_ids(ctx, rp_ids):
     return result
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def set_for_provider(ctx, rp_id, generation, trait_ids):
     """Make ``trait_ids`` exactly the traits of provider ``rp_id`` whose

@@ -172,3 +172,36 @@ def test_incomplete_consumers_migration(ctx):
             ctx.config.placement.incomplete_consumer_project_id)
         assert row.user_external_id == (
             ctx.config.placement.incomplete_consumer_user_id)
+
+
+def test_simple_writers_start_again_after_a_deadlock(ctx, monkeypatch):
+    # A deadlock (PostgreSQL and MySQL pick a victim among crossing
+    # writers) rolls the whole transaction back and runs it again, instead
+    # of answering 500: the inventory is there once, the generation moved
+    # once.
+    from oslo_db import exception as db_exc
+
+    from placement.objects import inventory as inv_obj
+    from placement.objects import resource_provider as rp_obj
+
+    rp_uuid = str(uuid.uuid4())
+    rp_obj.create(ctx, rp_uuid, 'deadlocked')
+    real = rp_obj.increment_generation
+    calls = []
+
+    def flaky(c, rp_id, expected):
+        calls.append(expected)
+        if len(calls) == 1:
+            raise db_exc.DBDeadlock()
+        return real(c, rp_id, expected)
+
+    monkeypatch.setattr(rp_obj, 'increment_generation', flaky)
+    rp = rp_obj.get_by_uuid(ctx, rp_uuid)
+    data = dict(total=8, reserved=0, min_unit=1, max_unit=8, step_size=1,
+                allocation_ratio=1.0)
+    assert inv_obj.add(ctx, rp, 'VCPU', data) == rp.generation + 1
+    assert calls == [rp.generation, rp.generation]
+    with ctx.engine.connect() as conn:
+        rows = conn.execute(sa.select(models.INV.c.total).where(
+            models.INV.c.resource_provider_id == rp.id)).all()
+    assert [r[0] for r in rows] == [8]
