@@ -153,6 +153,50 @@ def upstream_shares_amount_objects(path):
     return False
 
 
+def upstream_keeps_one_anchor_for_sharing_pick(path, world):
+    """True when upstream 16.0.0 may drop candidates we rightly return.
+
+    For the unnumbered group upstream builds its answers tree by tree into
+    one set of AllocationRequest, whose equality ignores the anchor
+    (_alloc_candidates_multiple_providers). A pick made only of sharing
+    providers is the same under every tree sharing an aggregate with them,
+    so the set keeps it under one anchor: the first tree met in set
+    iteration order, which follows hashes of uuid strings and so changes
+    from one process to the next (PYTHONHASHSEED). Numbered groups then
+    combine with that pick only under that anchor: which candidates come
+    out is random. We offer the pick under every anchor (the union of all
+    of upstream's possible answers). Only the unnumbered group mixed with
+    numbered groups is affected, when sharing providers hold every class
+    the unnumbered group asks for; there, upstream's answer must be a
+    subset of ours."""
+    qs = path.split('?', 1)[1]
+    params = [kv.split('=', 1) for kv in qs.split('&')]
+    unnumbered = None
+    numbered = False
+    for key, value in params:
+        if key == 'resources':
+            unnumbered = {pair.split(':')[0] for pair in value.split(',')}
+        elif key.startswith('resources'):
+            numbered = True
+    if not unnumbered or not numbered:
+        return False
+    sharing = {rp for rp, trait in world.rpt if trait == cw.SHARES}
+    offered = {i['resource_class'] for i in world.inv
+               if i['resource_provider_id'] in sharing}
+    return unnumbered <= offered
+
+
+def within(mine, theirs):
+    """Upstream's answer is part of ours (see
+    upstream_keeps_one_anchor_for_sharing_pick)."""
+    if mine[0] != 200 or theirs[0] != 200:
+        return mine == theirs
+    sums_mine = json.loads(mine[2])
+    sums_theirs = json.loads(theirs[2])
+    return (set(theirs[1]) <= set(mine[1]) and
+            all(sums_mine.get(k) == v for k, v in sums_theirs.items()))
+
+
 def normalize(status, body):
     if status != 200:
         errs = body.get('errors', [{}]) if isinstance(body, dict) else [{}]
@@ -239,7 +283,11 @@ def test_random_worlds_match_upstream():
                 a = normalize(mine['status'], mine['body'])
                 b = normalize(theirs['status'], theirs['body'])
                 checked += 1
-                if a != b:
+                if upstream_keeps_one_anchor_for_sharing_pick(path, world):
+                    same = within(a, b)
+                else:
+                    same = a == b
+                if not same:
                     mismatches.append((wi, path, version, a, b))
         finally:
             upstream.close()
