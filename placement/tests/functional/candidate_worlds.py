@@ -64,6 +64,11 @@ class WorldBuilder:
                 sa.select(models.RC.c.id, models.RC.c.name))}
             rows = [{'id': i, 'name': n} for i, n in enumerate(orc.STANDARDS)
                     if n not in have]
+            if rows and conn.dialect.name == 'mysql':
+                # VCPU's id is 0, which MySQL otherwise reads as "next".
+                conn.execute(sa.text(
+                    "SET SESSION sql_mode = CONCAT_WS(',', @@SESSION.sql_mode,"
+                    " 'NO_AUTO_VALUE_ON_ZERO')"))
             if rows:
                 conn.execute(models.RC.insert(), rows)
                 have.update({r['name']: r['id'] for r in rows})
@@ -84,8 +89,17 @@ class WorldBuilder:
                 conn.execute(models.AGG.insert(), [{'uuid': agg}])
                 aggs[agg] = conn.execute(sa.select(models.AGG.c.id).where(
                     models.AGG.c.uuid == agg)).scalar()
-            # Roots first so the self-referencing keys hold.
-            rps = sorted(self.rps, key=lambda r: r['id'])
+            # Parents before children so the self-referencing keys hold
+            # (a child may have a lower id than its parent: re-parented).
+            by_id = {r['id']: r for r in self.rps}
+
+            def depth(row):
+                d = 0
+                while row['parent_provider_id'] is not None:
+                    row = by_id[row['parent_provider_id']]
+                    d += 1
+                return d
+            rps = sorted(self.rps, key=lambda r: (depth(r), r['id']))
             if rps:
                 conn.execute(models.RP.insert(), rps)
             if self.inv:
