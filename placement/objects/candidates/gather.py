@@ -565,6 +565,11 @@ class Gatherer:
         if self.sqlite:
             used = _used(_INV.c.resource_provider_id,
                          _INV.c.resource_class_id)
+        elif not self.trees:
+            # Every provider is its own root: the roots are the ids.
+            usage = _usage(_ALLOC.c.resource_provider_id.in_(roots))
+            from_ = _join_usage(from_, usage)
+            used = usage.c.used
         else:
             in_trees = _RP.alias('in_trees')
             usage = _usage(_ALLOC.c.resource_provider_id.in_(
@@ -572,13 +577,14 @@ class Gatherer:
                     in_trees.c.root_provider_id.in_(roots))))
             from_ = _join_usage(from_, usage)
             used = usage.c.used
+        in_roots = (_RP.c.root_provider_id if self.trees else _RP.c.id).in_(
+            roots)
         rows = self.session.execute(
             sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
                       _RP.c.root_provider_id, _INV.c.resource_class_id,
                       _INV.c.total, _INV.c.reserved,
                       _INV.c.allocation_ratio, _INV.c.max_unit, used)
-            .select_from(from_)
-            .where(_RP.c.root_provider_id.in_(roots))).all()
+            .select_from(from_).where(in_roots)).all()
         for row in rows:
             if row[4] is not None:
                 rc_ids.add(row[4])
@@ -592,11 +598,15 @@ class Gatherer:
                 prov.inventory[rc_names[rc_id]] = (
                     int((total - reserved) * ratio), int(used or 0),
                     max_unit)
-        trait_rows = self.session.execute(
-            sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
-            .select_from(_RPT.join(
-                _RP, _RP.c.id == _RPT.c.resource_provider_id))
-            .where(_RP.c.root_provider_id.in_(roots))).all()
+        trait_sel = sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
+        if self.trees:
+            trait_sel = trait_sel.select_from(_RPT.join(
+                _RP, _RP.c.id == _RPT.c.resource_provider_id)).where(
+                _RP.c.root_provider_id.in_(roots))
+        else:
+            trait_sel = trait_sel.where(
+                _RPT.c.resource_provider_id.in_(roots))
+        trait_rows = self.session.execute(trait_sel).all()
         if trait_rows:
             names = trait_obj.names_for_ids(
                 self.ctx, {tid for _, tid in trait_rows})
