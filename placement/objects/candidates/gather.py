@@ -144,7 +144,12 @@ class Gatherer:
         self.wide = wide
         # Without any child provider, every rule that spans a tree
         # collapses onto the provider itself: simpler SQL, better plans.
-        self.trees = self._world_facts()
+        agg_uuids = set()
+        for rg in groups.values():
+            for any_of in rg.member_of:
+                agg_uuids |= any_of
+            agg_uuids |= rg.forbidden_aggs
+        self.trees = self._world_facts(agg_uuids)
         self.groups = self._resolve(groups)
         self.sharing = self._sharing_providers()
         # Per group, the rows of sharing providers able to serve it
@@ -180,16 +185,7 @@ class Gatherer:
                 roots = roots.where(cond)
             if self.session.execute(roots.limit(1)).first() is None:
                 raise Empty()
-        agg_uuids = set()
-        for rg in groups.values():
-            for any_of in rg.member_of:
-                agg_uuids |= any_of
-            agg_uuids |= rg.forbidden_aggs
-        agg_ids = {}
-        if agg_uuids:
-            agg_ids = dict(self.session.execute(
-                sa.select(_AGG.c.uuid, _AGG.c.id).where(
-                    _AGG.c.uuid.in_(sorted(agg_uuids)))).all())
+        agg_ids = self._agg_ids
         resolved = []
         empty = False
         for rg in groups.values():
@@ -278,9 +274,10 @@ class Gatherer:
             sa.select(_RPT.c.resource_provider_id).where(
                 _RPT.c.trait_id == tid))}
 
-    def _world_facts(self):
-        """The id range of providers, whether any has a parent and whether
-        any shares its inventory, in one round trip."""
+    def _world_facts(self, agg_uuids):
+        """The id range of providers, whether any has a parent, whether
+        any shares its inventory and the ids of ``agg_uuids`` (those that
+        exist), in one round trip."""
         # Scalar subqueries: each is one index probe. (SQLite scans the
         # table for min() and max() asked side by side.)
         child = sa.select(_RP.c.id).where(
@@ -289,10 +286,22 @@ class Gatherer:
         sharer = sa.select(_RPT.c.resource_provider_id).where(
             _RPT.c.trait_id == (tid if tid is not None else -1)).limit(1)\
             .scalar_subquery()
-        lo, hi, some_child, some_sharer = self.session.execute(sa.select(
-            sa.select(sa.func.min(_RP.c.id)).scalar_subquery(),
-            sa.select(sa.func.max(_RP.c.id)).scalar_subquery(),
-            child, sharer)).one()
+        facts = sa.select(
+            sa.select(sa.func.min(_RP.c.id)).scalar_subquery().label('lo'),
+            sa.select(sa.func.max(_RP.c.id)).scalar_subquery().label('hi'),
+            child.label('child'), sharer.label('sharer'))
+        if agg_uuids:
+            # One row of facts, LEFT JOINed to the aggregates asked for.
+            facts = facts.subquery('facts')
+            rows = self.session.execute(
+                sa.select(facts.c.lo, facts.c.hi, facts.c.child,
+                          facts.c.sharer, _AGG.c.uuid, _AGG.c.id)
+                .select_from(facts.outerjoin(
+                    _AGG, _AGG.c.uuid.in_(sorted(agg_uuids))))).all()
+        else:
+            rows = [tuple(self.session.execute(facts).one()) + (None, None)]
+        lo, hi, some_child, some_sharer = rows[0][:4]
+        self._agg_ids = {r[4]: r[5] for r in rows if r[4] is not None}
         self._id_range = (lo, hi)
         self._any_sharing = some_sharer is not None
         return some_child is not None
