@@ -106,6 +106,11 @@ def _join_usage(from_, usage):
         usage.c.resource_class_id == _INV.c.resource_class_id))
 
 
+def _exists(sel):
+    """A correlated EXISTS that stays a per-row probe (see _has_trait)."""
+    return sa.exists(sel.offset(0))
+
+
 def _has_trait(rp_col, trait_ids, probe=False):
     """``rp_col`` has one of ``trait_ids``.
 
@@ -113,10 +118,15 @@ def _has_trait(rp_col, trait_ids, probe=False):
     (``probe``) a correlated EXISTS probes the (provider, trait) index per
     row, so the cost follows the window, not the trait's popularity. Over
     everything, IN (subquery) lets the planner hash the trait's providers
-    once, or drive the query from them when they are few."""
+    once, or drive the query from them when they are few.
+
+    ``OFFSET 0`` keeps PostgreSQL from pulling the EXISTS up into a
+    semi-join: a windowed query then plans in 0.2 ms instead of 1.5 ms,
+    and runs as fast."""
     if probe:
-        return sa.exists().where(_RPT.c.resource_provider_id == rp_col).where(
-            _RPT.c.trait_id.in_(sorted(trait_ids)))
+        return _exists(sa.select(_RPT.c.resource_provider_id).where(
+            _RPT.c.resource_provider_id == rp_col,
+            _RPT.c.trait_id.in_(sorted(trait_ids))))
     return rp_col.in_(sa.select(_RPT.c.resource_provider_id).where(
         _RPT.c.trait_id.in_(sorted(trait_ids))))
 
@@ -124,8 +134,9 @@ def _has_trait(rp_col, trait_ids, probe=False):
 def _in_aggs(rp_col, agg_ids, probe=False):
     """``rp_col`` is in one of ``agg_ids``; spelled as ``_has_trait``."""
     if probe:
-        return sa.exists().where(_RPA.c.resource_provider_id == rp_col).where(
-            _RPA.c.aggregate_id.in_(sorted(agg_ids)))
+        return _exists(sa.select(_RPA.c.resource_provider_id).where(
+            _RPA.c.resource_provider_id == rp_col,
+            _RPA.c.aggregate_id.in_(sorted(agg_ids))))
     return rp_col.in_(sa.select(_RPA.c.resource_provider_id).where(
         _RPA.c.aggregate_id.in_(sorted(agg_ids))))
 
@@ -353,7 +364,7 @@ class Gatherer:
                                   == tree.c.id)).where(
                         tree_rpt.c.trait_id.in_(sorted(any_of)))
                     if self.probe:
-                        conds.append(sa.exists(in_tree.where(
+                        conds.append(_exists(in_tree.where(
                             tree.c.root_provider_id == root_col)))
                     else:
                         conds.append(root_col.in_(in_tree))
@@ -461,18 +472,23 @@ class Gatherer:
     def window(self, lo, hi, everything=False):
         """combine.Group list and the anchors seen, for roots in [lo, hi).
 
-        A window drives its queries from the providers of its roots
-        (``rp.id IN (roots' providers)``) and probes every filter per row,
-        so its cost does not grow with the providers outside it;
-        ``everything`` drops the window and lets filters hash instead."""
+        A window drives its queries from the providers of its roots and
+        probes every filter per row, so its cost does not grow with the
+        providers outside it; ``everything`` drops the window and lets
+        filters hash instead. SQLite needs the window spelled
+        ``rp.id IN (roots' providers)`` to drive from it; PostgreSQL and
+        MySQL use the root index for a plain range, and plan it faster."""
         self.probe = not everything
         window_conds = []
-        if not everything:
+        if not everything and self.sqlite:
             in_window = _RP.alias('in_window')
             window_conds.append(_RP.c.id.in_(
                 sa.select(in_window.c.id).where(
                     in_window.c.root_provider_id >= lo,
                     in_window.c.root_provider_id < hi)))
+        elif not everything:
+            window_conds.extend([_RP.c.root_provider_id >= lo,
+                                 _RP.c.root_provider_id < hi])
         window_conds.extend(self._root_ok(_RP.c.root_provider_id))
         per_group = []
         sharing_used = set()
