@@ -34,6 +34,7 @@ import random
 
 import os_traits
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from placement.db import api as db_api
 from placement.db import models
@@ -151,7 +152,9 @@ class Gatherer:
     def __init__(self, ctx, groups, wide):
         self.ctx = ctx
         self.session = ctx.session
-        self.sqlite = self.session.get_bind().dialect.name == 'sqlite'
+        dialect = self.session.get_bind().dialect.name
+        self.sqlite = dialect == 'sqlite'
+        self.postgresql = dialect == 'postgresql'
         self.wide = wide
         # Without any child provider, every rule that spans a tree
         # collapses onto the provider itself: simpler SQL, better plans.
@@ -166,6 +169,16 @@ class Gatherer:
         # Per group, the rows of sharing providers able to serve it
         # (not bounded by window: their anchors are).
         self._sharing_rows = {}
+
+    def _in_ids(self, col, ids):
+        """``col IN ids`` for many ids. On PostgreSQL one array parameter
+        (``= ANY``): a placeholder per id costs SQLAlchemy and psycopg2 far
+        more than the query itself for hundreds of ids."""
+        ids = sorted(ids)
+        if self.postgresql:
+            return col == sa.any_(sa.bindparam(
+                None, ids, type_=postgresql.ARRAY(sa.Integer)))
+        return col.in_(ids)
 
     # Filters over a window of providers probe indexes row by row; over
     # every provider they hash (see _has_trait).
@@ -462,7 +475,7 @@ class Gatherer:
     def _roots_matching(self, roots, conds_for):
         if not roots:
             return set()
-        sel = sa.select(_RP.c.id).where(_RP.c.id.in_(sorted(roots)))
+        sel = sa.select(_RP.c.id).where(self._in_ids(_RP.c.id, roots))
         for cond in conds_for(_RP.c.id):
             sel = sel.where(cond)
         return {r[0] for r in self.session.execute(sel)}
@@ -576,7 +589,7 @@ class Gatherer:
         if rp_ids:
             roots |= {r[0] for r in self.session.execute(
                 sa.select(_RP.c.root_provider_id).where(
-                    _RP.c.id.in_(sorted(rp_ids))))}
+                    self._in_ids(_RP.c.id, rp_ids)))}
         if not roots:
             return {}
         roots = sorted(roots)
@@ -592,18 +605,18 @@ class Gatherer:
                          _INV.c.resource_class_id)
         elif not self.trees:
             # Every provider is its own root: the roots are the ids.
-            usage = _usage(_ALLOC.c.resource_provider_id.in_(roots))
+            usage = _usage(self._in_ids(_ALLOC.c.resource_provider_id, roots))
             from_ = _join_usage(from_, usage)
             used = usage.c.used
         else:
             in_trees = _RP.alias('in_trees')
             usage = _usage(_ALLOC.c.resource_provider_id.in_(
                 sa.select(in_trees.c.id).where(
-                    in_trees.c.root_provider_id.in_(roots))))
+                    self._in_ids(in_trees.c.root_provider_id, roots))))
             from_ = _join_usage(from_, usage)
             used = usage.c.used
-        in_roots = (_RP.c.root_provider_id if self.trees else _RP.c.id).in_(
-            roots)
+        in_roots = self._in_ids(
+            _RP.c.root_provider_id if self.trees else _RP.c.id, roots)
         rows = self.session.execute(
             sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
                       _RP.c.root_provider_id, _INV.c.resource_class_id,
@@ -627,10 +640,10 @@ class Gatherer:
         if self.trees:
             trait_sel = trait_sel.select_from(_RPT.join(
                 _RP, _RP.c.id == _RPT.c.resource_provider_id)).where(
-                _RP.c.root_provider_id.in_(roots))
+                self._in_ids(_RP.c.root_provider_id, roots))
         else:
             trait_sel = trait_sel.where(
-                _RPT.c.resource_provider_id.in_(roots))
+                self._in_ids(_RPT.c.resource_provider_id, roots))
         trait_rows = self.session.execute(trait_sel).all()
         if trait_rows:
             names = trait_obj.names_for_ids(
