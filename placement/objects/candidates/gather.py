@@ -35,6 +35,7 @@ import random
 import os_traits
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql import util as sql_util
 
 from placement.db import api as db_api
 from placement.db import models
@@ -105,6 +106,21 @@ def _join_usage(from_, usage):
     return from_.outerjoin(usage, sa.and_(
         usage.c.resource_provider_id == _INV.c.resource_provider_id,
         usage.c.resource_class_id == _INV.c.resource_class_id))
+
+
+def _fenced(sel, fence):
+    """``sel`` reading providers from the window of roots [lo, hi) only,
+    through a subquery that planners may not flatten (OFFSET 0).
+    PostgreSQL, left to choose, drives small worlds' windowed queries from
+    the class index (its estimates for tiny trait tables favour that):
+    10 ms at 1,000 providers, against 1.3 ms driven from the window."""
+    if fence is None:
+        return sel
+    lo, hi = fence
+    window = sa.select(_RP).where(_RP.c.root_provider_id >= lo,
+                                  _RP.c.root_provider_id < hi).offset(0)\
+        .subquery('rp_window')
+    return sql_util.ClauseAdapter(window).traverse(sel)
 
 
 def _exists(sel):
@@ -385,7 +401,7 @@ class Gatherer:
             conds.append(~self._trait(rp_col, g.forbidden))
         return conds
 
-    def _capacity_rows(self, g, extra):
+    def _capacity_rows(self, g, extra, fence=None):
         """(rp id, root id, rc id) for each class a provider can serve.
 
         One class test for all classes: ``resource_class_id IN (...)`` and
@@ -418,9 +434,9 @@ class Gatherer:
             sel = sel.where(cond)
         for cond in extra:
             sel = sel.where(cond)
-        return self.session.execute(sel).all()
+        return self.session.execute(_fenced(sel, fence)).all()
 
-    def _resourceless_rows(self, g, extra):
+    def _resourceless_rows(self, g, extra, fence=None):
         """Providers matching a resourceless group's traits/aggregates."""
         if not (g.required or g.member_of):
             # Upstream finds nothing without a positive filter.
@@ -431,12 +447,12 @@ class Gatherer:
             sel = sel.where(cond)
         for cond in extra:
             sel = sel.where(cond)
-        return self.session.execute(sel).all()
+        return self.session.execute(_fenced(sel, fence)).all()
 
-    def _rows(self, g, extra):
+    def _rows(self, g, extra, fence=None):
         if g.resources:
-            return self._capacity_rows(g, extra)
-        return self._resourceless_rows(g, extra)
+            return self._capacity_rows(g, extra, fence)
+        return self._resourceless_rows(g, extra, fence)
 
     def _sharing_rows_for(self, g):
         """Rows of sharing providers able to serve ``g`` (any window)."""
@@ -490,9 +506,11 @@ class Gatherer:
         providers outside it; ``everything`` drops the window and lets
         filters hash instead. SQLite needs the window spelled
         ``rp.id IN (roots' providers)`` to drive from it; PostgreSQL and
-        MySQL use the root index for a plain range, and plan it faster."""
+        MySQL get the window's providers as a fenced subquery (see
+        _fenced)."""
         self.probe = not everything
         window_conds = []
+        fence = None
         if not everything and self.sqlite:
             in_window = _RP.alias('in_window')
             window_conds.append(_RP.c.id.in_(
@@ -500,8 +518,7 @@ class Gatherer:
                     in_window.c.root_provider_id >= lo,
                     in_window.c.root_provider_id < hi)))
         elif not everything:
-            window_conds.extend([_RP.c.root_provider_id >= lo,
-                                 _RP.c.root_provider_id < hi])
+            fence = (lo, hi)
         window_conds.extend(self._root_ok(_RP.c.root_provider_id))
         per_group = []
         sharing_used = set()
@@ -510,7 +527,7 @@ class Gatherer:
             if g.tree_root is not None and g.resources:
                 # in_tree is ignored by upstream for resourceless groups.
                 extra.append(_RP.c.root_provider_id == g.tree_root)
-            rows = self._rows(g, extra)
+            rows = self._rows(g, extra, fence)
             srows = []
             if self.sharing:
                 srows = [r for r in self._sharing_rows_for(g)
