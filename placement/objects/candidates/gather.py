@@ -56,6 +56,8 @@ SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # _MIN_WINDOW); each next window is four times wider.
 _ROOTS_PER_CANDIDATE = 16
 _MIN_WINDOW = 64
+# Trees are read for at least this many anchors at a time.
+_MIN_BATCH = 8
 
 
 class Empty(Exception):
@@ -735,7 +737,7 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
         # window's trees are never read.
         batch = len(anchors)
         if cap is not None and strategy != 'breadth-first':
-            batch = max(8, 2 * (cap - len(found)))
+            batch = max(_MIN_BATCH, 2 * (cap - len(found)))
         while anchors and (cap is None or len(found) < cap):
             now, anchors = anchors[:batch], anchors[batch:]
             batch *= 4

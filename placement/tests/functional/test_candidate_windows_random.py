@@ -1,0 +1,98 @@
+"""Random queries across window and batch boundaries.
+
+``test_candidate_windows`` checks windows on one built world; here random
+worlds (the differential test's, many side by side) and random queries go
+through windows of 2 roots and batches of 1 anchor, so every feature
+(granular groups, isolate, sharing, in_tree, root_required, same_subtree,
+forbidden traits and aggregates, old microversions) crosses their
+boundaries. A limited answer must be part of the whole one.
+"""
+import collections
+import json
+import random
+
+import webob
+
+from placement.db import api as db_api
+from placement import deploy
+from placement.objects.candidates import gather
+from placement.tests import db as test_db
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional import fixtures
+from placement.tests.functional import test_candidates_differential as diff
+
+
+def _glued_world(rnd, parts):
+    """Random small worlds (the differential test's) side by side in one
+    database: many trees, sharing providers, usages, traits, aggregates."""
+    w = cw.WorldBuilder()
+    for part in range(parts):
+        sub = diff.random_world(rnd)
+        names = {}
+        for row in sorted(sub.rps, key=lambda r: r['id']):
+            parent = names.get(row['parent_provider_id'])
+            names[row['id']] = 'p%d_%s' % (part, row['name'])
+            w.provider(names[row['id']], parent=parent)
+        for inv in sub.inv:
+            inv = dict(inv)
+            rp = names[inv.pop('resource_provider_id')]
+            w.inventory(rp, inv.pop('resource_class'), **inv)
+        for rp, trait in sub.rpt:
+            w.trait(names[rp], trait)
+        for rp, agg in sub.rpa:
+            w.aggregate(names[rp], agg)
+        for rp, rc, used in sub.alloc:
+            w.usage(names[rp], rc, used)
+    return w
+
+
+def test_random_queries_with_tiny_windows(monkeypatch):
+    # Compared as multisets: below 1.34 two candidates may differ only in
+    # their hidden mappings, as upstream's do.
+    monkeypatch.setattr(gather, '_MIN_WINDOW', 2)
+    monkeypatch.setattr(gather, '_ROOTS_PER_CANDIDATE', 1)
+    monkeypatch.setattr(gather, '_MIN_BATCH', 1)
+    rnd = random.Random(20261122)
+    checked = 0
+    for _ in range(2):
+        world = _glued_world(rnd, 12)
+        db = test_db.TestDatabase()
+        world.write(db.engine)
+        conf = fixtures.build_test_conf(db.url)
+        db_api.configure(conf)
+        undo = db_api.patch_engine(db.engine)
+        try:
+            app = deploy.loadapp(conf)
+
+            def get(path, version):
+                resp = webob.Request.blank(path, headers={
+                    'x-auth-token': 'admin',
+                    'openstack-api-version': 'placement %s' % version,
+                }).get_response(app)
+                return resp.status_int, json.loads(resp.body)
+
+            for _ in range(40):
+                path, version = diff.random_query(rnd, world)
+                if int(version.split('.')[1]) < 16:
+                    continue
+                status, whole = get(path, version)
+                if status != 200:
+                    continue
+                whole_keys = collections.Counter(
+                    json.dumps(ar, sort_keys=True)
+                    for ar in whole['allocation_requests'])
+                for limit in (1, 2, 5):
+                    status, part = get('%s&limit=%d' % (path, limit),
+                                       version)
+                    assert status == 200, (path, limit)
+                    keys = collections.Counter(
+                        json.dumps(ar, sort_keys=True)
+                        for ar in part['allocation_requests'])
+                    assert sum(keys.values()) == min(
+                        limit, sum(whole_keys.values())), (path, limit)
+                    assert not keys - whole_keys, (path, limit)
+                    checked += 1
+        finally:
+            undo()
+            db.drop()
+    assert checked > 100
