@@ -465,9 +465,14 @@ def get_by_provider(ctx, rp_id):
 @db_api.writer
 def delete_for_consumer(ctx, consumer_uuid):
     """Remove every allocation of a consumer, and the consumer; how many
-    allocation rows went (0 means there were none)."""
+    allocation rows went (0 means there were none). Allocations without a
+    consumer row (written by old releases, before the online migration
+    made their consumers) are not the consumer's, as for reads: as
+    upstream, they are left and 0 is returned."""
     ids = [r[0] for r in ctx.session.execute(
-        sa.select(_ALLOC.c.id).where(_ALLOC.c.consumer_id == consumer_uuid))]
+        sa.select(_ALLOC.c.id).select_from(_ALLOC.join(
+            _CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid))
+        .where(_ALLOC.c.consumer_id == consumer_uuid))]
     if not ids:
         return 0
     ctx.session.execute(_ALLOC.delete().where(_ALLOC.c.id.in_(ids)))

@@ -205,3 +205,23 @@ def test_simple_writers_start_again_after_a_deadlock(ctx, monkeypatch):
         rows = conn.execute(sa.select(models.INV.c.total).where(
             models.INV.c.resource_provider_id == rp.id)).all()
     assert [r[0] for r in rows] == [8]
+
+
+def test_allocations_without_a_consumer_row_are_not_deleted(ctx):
+    # As reads ignore them, DELETE /allocations/{consumer} finds nothing
+    # (404) for rows no consumer owns, and leaves them to the online
+    # migration that makes their consumers.
+    rp = _provider(ctx)
+    orphan = str(uuid.uuid4())
+    with ctx.engine.begin() as conn:
+        rp_id = conn.execute(sa.select(models.RP.c.id).where(
+            models.RP.c.uuid == rp)).scalar()
+        conn.execute(models.ALLOC.insert().values(
+            resource_provider_id=rp_id, consumer_id=orphan,
+            resource_class_id=0, used=1))
+    assert alloc_obj.delete_for_consumer(ctx, orphan) == 0
+    assert consumer_obj.create_incomplete_consumers(ctx, 10) == (1, 1)
+    assert alloc_obj.delete_for_consumer(ctx, orphan) == 1
+    with ctx.engine.connect() as conn:
+        assert conn.execute(sa.select(models.ALLOC.c.id).where(
+            models.ALLOC.c.consumer_id == orphan)).first() is None
