@@ -126,38 +126,37 @@ def _fenced(sel, fence):
 
 
 def _exists(sel):
-    """A correlated EXISTS that stays a per-row probe (see _has_trait)."""
+    """A correlated EXISTS that stays a per-row probe (see _linked)."""
     return sa.exists(sel.offset(0))
 
 
-def _has_trait(rp_col, trait_ids, probe=False):
-    """``rp_col`` has one of ``trait_ids``.
+def _linked(link_rp, link_col, rp_col, ids, probe):
+    """``rp_col`` is linked to one of ``ids`` through a (provider, thing)
+    table: a trait or an aggregate.
 
     Two spellings, for two plans. Over a small window of providers
-    (``probe``) a correlated EXISTS probes the (provider, trait) index per
-    row, so the cost follows the window, not the trait's popularity. Over
-    everything, IN (subquery) lets the planner hash the trait's providers
+    (``probe``) a correlated EXISTS probes the (provider, thing) index per
+    row, so the cost follows the window, not the thing's popularity. Over
+    everything, IN (subquery) lets the planner hash the linked providers
     once, or drive the query from them when they are few.
 
     ``OFFSET 0`` keeps PostgreSQL from pulling the EXISTS up into a
     semi-join: a windowed query then plans in 0.2 ms instead of 1.5 ms,
     and runs as fast."""
     if probe:
-        return _exists(sa.select(_RPT.c.resource_provider_id).where(
-            _RPT.c.resource_provider_id == rp_col,
-            _RPT.c.trait_id.in_(sorted(trait_ids))))
-    return rp_col.in_(sa.select(_RPT.c.resource_provider_id).where(
-        _RPT.c.trait_id.in_(sorted(trait_ids))))
+        return _exists(sa.select(link_rp).where(
+            link_rp == rp_col, link_col.in_(sorted(ids))))
+    return rp_col.in_(sa.select(link_rp).where(link_col.in_(sorted(ids))))
+
+
+def _has_trait(rp_col, trait_ids, probe=False):
+    return _linked(_RPT.c.resource_provider_id, _RPT.c.trait_id, rp_col,
+                   trait_ids, probe)
 
 
 def _in_aggs(rp_col, agg_ids, probe=False):
-    """``rp_col`` is in one of ``agg_ids``; spelled as ``_has_trait``."""
-    if probe:
-        return _exists(sa.select(_RPA.c.resource_provider_id).where(
-            _RPA.c.resource_provider_id == rp_col,
-            _RPA.c.aggregate_id.in_(sorted(agg_ids))))
-    return rp_col.in_(sa.select(_RPA.c.resource_provider_id).where(
-        _RPA.c.aggregate_id.in_(sorted(agg_ids))))
+    return _linked(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, rp_col,
+                   agg_ids, probe)
 
 
 def _in_all(rp_col, lists, probe=False):
@@ -199,7 +198,7 @@ class Gatherer:
         return col.in_(ids)
 
     # Filters over a window of providers probe indexes row by row; over
-    # every provider they hash (see _has_trait).
+    # every provider they hash (see _linked).
     probe = False
 
     def _trait(self, col, ids):

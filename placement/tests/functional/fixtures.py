@@ -4,6 +4,7 @@
 ``placement.tests.db``) and exports uuids and names the YAML files use as
 ``$ENVIRON['NAME']``. Worlds are built through the API in the YAML itself.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -51,6 +52,27 @@ def build_test_conf(url, overrides=None):
     for (group, name), value in (overrides or {}).items():
         conf.set_override(name, value, group=group)
     return conf
+
+
+@contextlib.contextmanager
+def app_over_world(world, overrides=None):
+    """An app (noauth2) over a fresh test database into which ``world``
+    (a candidate_worlds.WorldBuilder) was written; for pytest modules that
+    build worlds in SQL rather than through the API."""
+    db = test_db.TestDatabase()
+    world.write(db.engine)
+    conf = build_test_conf(db.url, overrides)
+    db_api.configure(conf)
+    undo = db_api.patch_engine(db.engine)
+    try:
+        yield deploy.loadapp(conf)
+    finally:
+        for group, name in (list(overrides or ())
+                            + [('api', 'auth_strategy'),
+                               ('placement_database', 'connection')]):
+            conf.clear_override(name, group=group)
+        undo()
+        db.drop()
 
 
 class APIFixture(fixture.GabbiFixture):

@@ -11,9 +11,6 @@ import json
 import pytest
 import webob
 
-from placement.db import api as db_api
-from placement import deploy
-from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional import fixtures
 
@@ -21,33 +18,20 @@ PROVIDERS = 8
 QUERY = '/allocation_candidates?resources=VCPU:1&limit=1'
 
 
-def _app(randomize):
-    db = test_db.TestDatabase()
+def _world():
     w = cw.WorldBuilder()
     for i in range(PROVIDERS):
         w.provider('cn%d' % i)
         w.inventory('cn%d' % i, 'VCPU', 8)
-    w.write(db.engine)
-    conf = fixtures.build_test_conf(db.url, {
-        ('placement', 'randomize_allocation_candidates'): randomize})
-    db_api.configure(conf)
-    undo = db_api.patch_engine(db.engine)
-    return deploy.loadapp(conf), conf, undo, db
+    return w
 
 
 @pytest.fixture(params=[False, True], ids=['ordered', 'randomized'])
 def served(request):
-    app, conf, undo, db = _app(request.param)
-    try:
+    overrides = {('placement', 'randomize_allocation_candidates'):
+                 request.param}
+    with fixtures.app_over_world(_world(), overrides) as app:
         yield request.param, app
-    finally:
-        conf.clear_override('randomize_allocation_candidates',
-                            group='placement')
-        for group, name in [('api', 'auth_strategy'),
-                            ('placement_database', 'connection')]:
-            conf.clear_override(name, group=group)
-        undo()
-        db.drop()
 
 
 def _picked(app, path):

@@ -16,9 +16,6 @@ import json
 import pytest
 import webob
 
-from placement.db import api as db_api
-from placement import deploy
-from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional import fixtures
 
@@ -56,16 +53,8 @@ def _world():
 
 @pytest.fixture(scope='module')
 def app():
-    db = test_db.TestDatabase()
-    _world().write(db.engine)
-    conf = fixtures.build_test_conf(db.url)
-    db_api.configure(conf)
-    undo = db_api.patch_engine(db.engine)
-    try:
-        yield deploy.loadapp(conf)
-    finally:
-        undo()
-        db.drop()
+    with fixtures.app_over_world(_world()) as app:
+        yield app
 
 
 def _get(app, qs):

@@ -13,10 +13,7 @@ import random
 
 import webob
 
-from placement.db import api as db_api
-from placement import deploy
 from placement.objects.candidates import gather
-from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional import fixtures
 from placement.tests.functional import test_candidates_differential as diff
@@ -56,13 +53,7 @@ def test_random_queries_with_tiny_windows(monkeypatch):
     checked = 0
     for _ in range(2):
         world = _glued_world(rnd, 12)
-        db = test_db.TestDatabase()
-        world.write(db.engine)
-        conf = fixtures.build_test_conf(db.url)
-        db_api.configure(conf)
-        undo = db_api.patch_engine(db.engine)
-        try:
-            app = deploy.loadapp(conf)
+        with fixtures.app_over_world(world) as app:
 
             def get(path, version):
                 resp = webob.Request.blank(path, headers={
@@ -92,7 +83,4 @@ def test_random_queries_with_tiny_windows(monkeypatch):
                         limit, sum(whole_keys.values())), (path, limit)
                     assert not keys - whole_keys, (path, limit)
                     checked += 1
-        finally:
-            undo()
-            db.drop()
     assert checked > 100
