@@ -3,6 +3,7 @@ API can make (allocations without consumers, written by old releases) and
 the write's invariants checked straight in the tables."""
 import uuid
 
+from oslo_db import exception as db_exc
 import pytest
 import sqlalchemy as sa
 
@@ -12,7 +13,9 @@ from placement.db import models
 from placement import exception
 from placement.objects import allocation as alloc_obj
 from placement.objects import consumer as consumer_obj
+from placement.objects import inventory as inv_obj
 from placement.objects import resource_class as rc_obj
+from placement.objects import resource_provider as rp_obj
 from placement.tests import db as test_db
 from placement.tests.functional import fixtures
 
@@ -121,20 +124,28 @@ def test_emptied_consumer_is_removed(ctx):
     assert _generation(ctx, rp) == 2
 
 
+def _fail_first_generation_bump(monkeypatch, error):
+    """Make the first provider generation bump raise ``error``; the list
+    of generations each bump expected."""
+    real = rp_obj.increment_generation
+    calls = []
+
+    def flaky(c, rp_id, expected):
+        calls.append(expected)
+        if len(calls) == 1:
+            raise error
+        return real(c, rp_id, expected)
+
+    monkeypatch.setattr(rp_obj, 'increment_generation', flaky)
+    return calls
+
+
 def test_stale_provider_generation_retries(ctx, monkeypatch):
     """A writer whose generation compare-and-swap loses goes round again
     and succeeds when capacity remains."""
     rp = _provider(ctx)
-    real = alloc_obj.rp_obj.increment_generation
-    calls = []
-
-    def flaky(c, rp_id, gen):
-        calls.append(gen)
-        if len(calls) == 1:
-            raise exception.ResourceProviderConcurrentUpdateDetected()
-        return real(c, rp_id, gen)
-
-    monkeypatch.setattr(alloc_obj.rp_obj, 'increment_generation', flaky)
+    calls = _fail_first_generation_bump(
+        monkeypatch, exception.ResourceProviderConcurrentUpdateDetected())
     alloc_obj.replace_all(ctx, [_write(str(uuid.uuid4()), {rp: {'VCPU': 1}})])
     assert len(calls) == 2
 
@@ -179,23 +190,9 @@ def test_simple_writers_start_again_after_a_deadlock(ctx, monkeypatch):
     # writers) rolls the whole transaction back and runs it again, instead
     # of answering 500: the inventory is there once, the generation moved
     # once.
-    from oslo_db import exception as db_exc
-
-    from placement.objects import inventory as inv_obj
-    from placement.objects import resource_provider as rp_obj
-
     rp_uuid = str(uuid.uuid4())
     rp_obj.create(ctx, rp_uuid, 'deadlocked')
-    real = rp_obj.increment_generation
-    calls = []
-
-    def flaky(c, rp_id, expected):
-        calls.append(expected)
-        if len(calls) == 1:
-            raise db_exc.DBDeadlock()
-        return real(c, rp_id, expected)
-
-    monkeypatch.setattr(rp_obj, 'increment_generation', flaky)
+    calls = _fail_first_generation_bump(monkeypatch, db_exc.DBDeadlock())
     rp = rp_obj.get_by_uuid(ctx, rp_uuid)
     data = dict(total=8, reserved=0, min_unit=1, max_unit=8, step_size=1,
                 allocation_ratio=1.0)
