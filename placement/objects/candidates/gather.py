@@ -163,6 +163,132 @@ def _in_all(rp_col, lists, probe=False):
     return sa.and_(*[_in_aggs(rp_col, ids, probe) for ids in lists])
 
 
+# Statements whose shape repeats from request to request, built once and
+# executed with bound values: building a statement of this size costs
+# SQLAlchemy more (1-2 ms) than PostgreSQL takes to run it.
+_STATEMENTS = {}
+_MAX_STATEMENTS = 512   # shapes seen; odd requests must not grow it forever
+
+
+def _statement(key, build):
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        if len(_STATEMENTS) >= _MAX_STATEMENTS:
+            _STATEMENTS.clear()
+        stmt = _STATEMENTS[key] = build()
+    return stmt
+
+
+def _ids_param(name, postgresql_array):
+    """A bound list of ids: one array parameter on PostgreSQL (see
+    Gatherer._in_ids), an expanding IN list elsewhere."""
+    if postgresql_array:
+        return sa.bindparam(name, type_=postgresql.ARRAY(sa.Integer))
+    return sa.bindparam(name, expanding=True)
+
+
+def _in_param(col, name, postgresql_array):
+    param = _ids_param(name, postgresql_array)
+    return col == sa.any_(param) if postgresql_array else col.in_(param)
+
+
+def _facts_statement(with_aggs):
+    # Scalar subqueries: each is one index probe. (SQLite scans the
+    # table for min() and max() asked side by side.)
+    child = sa.select(_RP.c.id).where(
+        _RP.c.parent_provider_id.isnot(None)).limit(1).scalar_subquery()
+    sharer = sa.select(_RPT.c.resource_provider_id).where(
+        _RPT.c.trait_id == sa.bindparam('sharing_trait')).limit(1)\
+        .scalar_subquery()
+    facts = sa.select(
+        sa.select(sa.func.min(_RP.c.id)).scalar_subquery().label('lo'),
+        sa.select(sa.func.max(_RP.c.id)).scalar_subquery().label('hi'),
+        child.label('child'), sharer.label('sharer'))
+    if not with_aggs:
+        return facts
+    # One row of facts, LEFT JOINed to the aggregates asked for.
+    facts = facts.subquery('facts')
+    return sa.select(
+        facts.c.lo, facts.c.hi, facts.c.child, facts.c.sharer, _AGG.c.uuid,
+        _AGG.c.id).select_from(facts.outerjoin(
+            _AGG, _AGG.c.uuid.in_(sa.bindparam('aggs', expanding=True))))
+
+
+def _flat_statement(shape):
+    """The flat world's one statement (see Gatherer.flat_candidates) for
+    a request of this ``shape``; values are bound by name: c<i>/a<i>
+    (class ids and amounts), m<i> (member_of any-of lists), r<i>
+    (required any-of trait lists), fa/ft (forbidden aggregates, traits),
+    tree (in_tree's provider)."""
+    sqlite, n_classes, n_member_of, n_required, forbidden_aggs, \
+        forbidden_traits, in_tree = shape
+    rc = _INV.c.resource_class_id
+    classes = sa.bindparam('classes', expanding=True)
+    if n_classes == 1:
+        amount = sa.bindparam('a0')
+    else:
+        amount = sa.case(*[(rc == sa.bindparam('c%d' % i),
+                            sa.bindparam('a%d' % i))
+                           for i in range(n_classes)])
+    from_ = _RP.join(_INV, _INV.c.resource_provider_id == _RP.c.id)
+    if sqlite:
+        used = _used(_INV.c.resource_provider_id, rc)
+    else:
+        usage = _usage(_ALLOC.c.resource_class_id.in_(classes))
+        from_ = _join_usage(from_, usage)
+        used = sa.func.coalesce(usage.c.used, 0)
+    rp = _RP.c.id
+
+    def linked(link_rp, link_col, name):
+        return rp.in_(sa.select(link_rp).where(
+            link_col.in_(sa.bindparam(name, expanding=True))))
+
+    conds = [rc.in_(classes),
+             used + amount <=
+             (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
+             _INV.c.min_unit <= amount,
+             _INV.c.max_unit >= amount,
+             amount % _INV.c.step_size == 0]
+    agg = (_RPA.c.resource_provider_id, _RPA.c.aggregate_id)
+    trait = (_RPT.c.resource_provider_id, _RPT.c.trait_id)
+    conds.extend(linked(*agg, 'm%d' % i) for i in range(n_member_of))
+    conds.extend(linked(*trait, 'r%d' % i) for i in range(n_required))
+    if forbidden_aggs:
+        conds.append(~linked(*agg, 'fa'))
+    if forbidden_traits:
+        conds.append(~linked(*trait, 'ft'))
+    if in_tree:
+        conds.append(rp == sa.bindparam('tree'))
+    fits = sa.select(rp).select_from(from_).where(*conds).group_by(rp)\
+        .having(sa.func.count() == n_classes).cte('fits')
+    # The same providers again, every class, for the summaries.
+    from_ = fits.join(_RP, _RP.c.id == fits.c.id).join(
+        _INV, _INV.c.resource_provider_id == _RP.c.id)
+    if sqlite:
+        used = _used(_INV.c.resource_provider_id, rc)
+    else:
+        usage = _usage(_ALLOC.c.resource_provider_id.in_(
+            sa.select(fits.c.id)))
+        from_ = _join_usage(from_, usage)
+        used = usage.c.used
+    return sa.select(
+        _RP.c.id, _RP.c.uuid, rc, _INV.c.total, _INV.c.reserved,
+        _INV.c.allocation_ratio, _INV.c.max_unit, used,
+    ).select_from(from_).order_by(_RP.c.id)
+
+
+def _traits_statement(by_root, postgresql_array):
+    """(provider id, trait id) of providers whose id -- or root's id,
+    ``by_root`` -- is in the bound list ``ids``."""
+    sel = sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
+    if not by_root:
+        return sel.where(_in_param(_RPT.c.resource_provider_id, 'ids',
+                                   postgresql_array))
+    return sel.select_from(_RPT.join(
+        _RP, _RP.c.id == _RPT.c.resource_provider_id)).where(
+        _in_param(_RP.c.root_provider_id, 'ids', postgresql_array))
+
+
 class Gatherer:
     """Resolve one request against the database, window by window."""
 
@@ -319,28 +445,16 @@ class Gatherer:
         """The id range of providers, whether any has a parent, whether
         any shares its inventory and the ids of ``agg_uuids`` (those that
         exist), in one round trip."""
-        # Scalar subqueries: each is one index probe. (SQLite scans the
-        # table for min() and max() asked side by side.)
-        child = sa.select(_RP.c.id).where(
-            _RP.c.parent_provider_id.isnot(None)).limit(1).scalar_subquery()
         tid = self._sharing_trait_id()
-        sharer = sa.select(_RPT.c.resource_provider_id).where(
-            _RPT.c.trait_id == (tid if tid is not None else -1)).limit(1)\
-            .scalar_subquery()
-        facts = sa.select(
-            sa.select(sa.func.min(_RP.c.id)).scalar_subquery().label('lo'),
-            sa.select(sa.func.max(_RP.c.id)).scalar_subquery().label('hi'),
-            child.label('child'), sharer.label('sharer'))
+        params = {'sharing_trait': tid if tid is not None else -1}
+        stmt = _statement(('facts', bool(agg_uuids)),
+                          lambda: _facts_statement(bool(agg_uuids)))
         if agg_uuids:
-            # One row of facts, LEFT JOINed to the aggregates asked for.
-            facts = facts.subquery('facts')
-            rows = self.session.execute(
-                sa.select(facts.c.lo, facts.c.hi, facts.c.child,
-                          facts.c.sharer, _AGG.c.uuid, _AGG.c.id)
-                .select_from(facts.outerjoin(
-                    _AGG, _AGG.c.uuid.in_(sorted(agg_uuids))))).all()
+            params['aggs'] = sorted(agg_uuids)
+            rows = self.session.execute(stmt, params).all()
         else:
-            rows = [tuple(self.session.execute(facts).one()) + (None, None)]
+            rows = [tuple(self.session.execute(stmt, params).one()) +
+                    (None, None)]
         lo, hi, some_child, some_sharer = rows[0][:4]
         self._agg_ids = {r[4]: r[5] for r in rows if r[4] is not None}
         self._id_range = (lo, hi)
@@ -598,6 +712,68 @@ class Gatherer:
             required=[set(g_ids) for g_ids in g.rg.required],
             forbidden=set(g.rg.forbidden))
 
+    # -- flat worlds -----------------------------------------------------
+
+    def flat(self):
+        """True when every candidate is one provider holding the whole
+        request: no provider has a parent or shares its inventory, and
+        only the unnumbered group asks for resources. That is the shape of
+        most clouds (nova's perfload job among them)."""
+        return (not self.trees and not self.sharing and
+                len(self.groups) == 1 and not self.groups[0].numbered and
+                bool(self.groups[0].resources))
+
+    def flat_candidates(self):
+        """(candidates, providers) of a flat world, every one of them.
+
+        One statement finds the providers able to serve every class
+        (capacity, filters) and returns their whole inventories with
+        usage; one more reads their traits. The combiner's search is not
+        needed: each such provider is one candidate."""
+        g = self.groups[0]
+        classes = [g.rc_ids[name] for name, _ in g.resources]
+        required = list(g.required) + [{t} for t in self.root_required]
+        forbidden = set(g.forbidden) | self.root_forbidden
+        params = {'classes': classes}
+        for i, (name, amount) in enumerate(g.resources):
+            params['c%d' % i] = g.rc_ids[name]
+            params['a%d' % i] = amount
+        for i, ids in enumerate(g.member_of):
+            params['m%d' % i] = sorted(ids)
+        for i, ids in enumerate(required):
+            params['r%d' % i] = sorted(ids)
+        if g.forbidden_aggs:
+            params['fa'] = sorted(g.forbidden_aggs)
+        if forbidden:
+            params['ft'] = sorted(forbidden)
+        if g.tree_root is not None:
+            params['tree'] = g.tree_root
+        shape = (self.sqlite, len(classes), len(g.member_of), len(required),
+                 bool(g.forbidden_aggs), bool(forbidden),
+                 g.tree_root is not None)
+        rows = self.session.execute(
+            _statement(('flat',) + shape, lambda: _flat_statement(shape)),
+            params).all()
+        if not rows:
+            return [], {}
+        rc_names = rc_obj.names_for_ids(self.ctx, {r[2] for r in rows})
+        provs = {}
+        for rid, uuid, rc_id, total, reserved, ratio, max_unit, used in rows:
+            prov = provs.get(rid)
+            if prov is None:
+                prov = provs[rid] = combine.Provider(rid, uuid, None, rid)
+            prov.inventory[rc_names[rc_id]] = (
+                int((total - reserved) * ratio), int(used or 0), max_unit)
+        self._read_traits(provs, provs, by_root=False)
+        group = combine.Group(
+            g.suffix, g.resources, {},
+            required=[set(g_ids) for g_ids in g.rg.required],
+            forbidden=set(g.rg.forbidden))
+        width = len(g.resources)
+        cands = [combine.Candidate((group,), ((rid,) * width,))
+                 for rid in provs]
+        return cands, provs
+
     # -- tree details -----------------------------------------------------
 
     def providers(self, root_ids, rp_ids=()):
@@ -654,24 +830,26 @@ class Gatherer:
                 prov.inventory[rc_names[rc_id]] = (
                     int((total - reserved) * ratio), int(used or 0),
                     max_unit)
-        trait_sel = sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
-        if self.trees:
-            trait_sel = trait_sel.select_from(_RPT.join(
-                _RP, _RP.c.id == _RPT.c.resource_provider_id)).where(
-                self._in_ids(_RP.c.root_provider_id, roots))
-        else:
-            trait_sel = trait_sel.where(
-                self._in_ids(_RPT.c.resource_provider_id, roots))
-        trait_rows = self.session.execute(trait_sel).all()
-        if trait_rows:
-            names = trait_obj.names_for_ids(
-                self.ctx, {tid for _, tid in trait_rows})
-            traits = collections.defaultdict(set)
-            for rid, tid in trait_rows:
-                traits[rid].add(names[tid])
-            for rid, tnames in traits.items():
-                provs[rid].traits = frozenset(tnames)
+        self._read_traits(provs, roots, by_root=self.trees)
         return provs
+
+    def _read_traits(self, provs, ids, by_root):
+        """Set the traits of ``provs``: those of providers whose id (or
+        root's id, ``by_root``) is in ``ids``."""
+        key = ('traits', by_root, self.postgresql)
+        trait_rows = self.session.execute(
+            _statement(key, lambda: _traits_statement(by_root,
+                                                      self.postgresql)),
+            {'ids': sorted(ids)}).all()
+        if not trait_rows:
+            return
+        names = trait_obj.names_for_ids(
+            self.ctx, {tid for _, tid in trait_rows})
+        traits = collections.defaultdict(set)
+        for rid, tid in trait_rows:
+            traits[rid].add(names[tid])
+        for rid, tnames in traits.items():
+            provs[rid].traits = frozenset(tnames)
 
     def id_range(self):
         return self._id_range
@@ -700,6 +878,9 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
                              max_candidates >= 0) else None
     if wide.limit is not None and not randomize:
         cap = wide.limit if cap is None else min(cap, wide.limit)
+    if cap is None and gatherer.flat():
+        found, providers = gatherer.flat_candidates()
+        return _randomized(found, wide, randomize), providers, has_trees
     isolate = wide.group_policy == 'isolate'
     lo, hi = gatherer.id_range()
     if lo is None:
@@ -752,9 +933,13 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
                 found.append(cand)
                 if cap is not None and len(found) >= cap:
                     break
-    if randomize:
-        if wide.limit is not None and len(found) > wide.limit:
-            found = random.sample(found, wide.limit)
-        else:
-            random.shuffle(found)
-    return found, providers, has_trees
+    return _randomized(found, wide, randomize), providers, has_trees
+
+
+def _randomized(found, wide, randomize):
+    if not randomize:
+        return found
+    if wide.limit is not None and len(found) > wide.limit:
+        return random.sample(found, wide.limit)
+    random.shuffle(found)
+    return found

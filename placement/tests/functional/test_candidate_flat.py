@@ -1,0 +1,126 @@
+"""Flat worlds: one statement must answer what the general search does.
+
+In a world without child providers or sharing providers, a request with
+only the unnumbered group is answered by one statement
+(``gather.Gatherer.flat_candidates``) instead of the windowed queries and
+the combiner's search. Random flat worlds and random queries (the
+differential test's generators) are answered both ways on the database
+under test; the bodies must be identical, order included.
+"""
+import json
+import random
+
+import pytest
+import webob
+
+from placement.objects.candidates import gather
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional import fixtures
+from placement.tests.functional import test_candidates_differential as diff
+
+
+def _flat_world(rnd, parts):
+    """Several random flat worlds side by side: many roots, usages,
+    traits and aggregates."""
+    w = cw.WorldBuilder()
+    for part in range(parts):
+        sub = diff.random_world(rnd, flat=True)
+        names = {}
+        for row in sorted(sub.rps, key=lambda r: r['id']):
+            names[row['id']] = 'p%d_%s' % (part, row['name'])
+            w.provider(names[row['id']])
+        for inv in sub.inv:
+            inv = dict(inv)
+            rp = names[inv.pop('resource_provider_id')]
+            w.inventory(rp, inv.pop('resource_class'), **inv)
+        for rp, trait in sub.rpt:
+            w.trait(names[rp], trait)
+        for rp, agg in sub.rpa:
+            w.aggregate(names[rp], agg)
+        for rp, rc, used in sub.alloc:
+            w.usage(names[rp], rc, used)
+    return w
+
+
+def _get(app, path, version):
+    resp = webob.Request.blank(path, headers={
+        'x-auth-token': 'admin',
+        'openstack-api-version': 'placement %s' % version,
+    }).get_response(app)
+    body = json.loads(resp.body)
+    for error in body.get('errors', ()):
+        error.pop('request_id', None)
+    for summary in body.get('provider_summaries', {}).values():
+        if 'traits' in summary:
+            summary['traits'].sort()
+    return resp.status_int, body
+
+
+def test_flat_statement_answers_as_the_search(monkeypatch):
+    rnd = random.Random(20261123)
+    flat_calls = []
+    real_flat = gather.Gatherer.flat_candidates
+
+    def counting(self):
+        flat_calls.append(1)
+        return real_flat(self)
+
+    monkeypatch.setattr(gather.Gatherer, 'flat_candidates', counting)
+    checked = 0
+    world = _flat_world(rnd, 6)
+    with fixtures.app_over_world(world) as app:
+        for _ in range(150):
+            path, version = diff.random_query(rnd, world)
+            with monkeypatch.context() as m:
+                m.setattr(gather.Gatherer, 'flat', lambda self: False)
+                expected = _get(app, path, version)
+            got = _get(app, path, version)
+            assert got == expected, (path, version)
+            checked += expected[0] == 200 and bool(
+                expected[1]['allocation_requests'])
+    assert checked > 30
+    assert len(flat_calls) > 30
+
+
+_FILTER_CASES = [
+    # Every class must come from the one provider.
+    ('resources=VCPU:2,DISK_GB:10', ['both']),
+    ('resources=VCPU:2&required=CUSTOM_A', ['both']),
+    ('resources=VCPU:2&required=!CUSTOM_A', ['vcpu_only']),
+    ('resources=VCPU:2&member_of=!%s' % diff.AGGS[0], ['vcpu_only']),
+    ('resources=VCPU:2&member_of=%s' % diff.AGGS[0], ['both']),
+    ('resources=VCPU:2&root_required=CUSTOM_A', ['both']),
+    ('resources=VCPU:2&root_required=!CUSTOM_A', ['vcpu_only']),
+    # Usage counts: 'both' has 6 of 8 VCPU used.
+    ('resources=VCPU:3', ['vcpu_only']),
+    ('resources=DISK_GB:10', ['both']),
+]
+
+
+# (ids without underscores: gabbi's pytest plugin reads those as suites)
+@pytest.mark.parametrize('query, expected', _FILTER_CASES, ids=[
+    'case%d' % i for i in range(len(_FILTER_CASES))])
+def test_flat_statement_filters(query, expected):
+    w = cw.WorldBuilder()
+    w.provider('both')
+    w.inventory('both', 'VCPU', 8)
+    w.inventory('both', 'DISK_GB', 100)
+    w.usage('both', 'VCPU', 6)
+    w.trait('both', 'CUSTOM_A')
+    w.aggregate('both', diff.AGGS[0])
+    w.provider('vcpu_only')
+    w.inventory('vcpu_only', 'VCPU', 8)
+    with fixtures.app_over_world(w) as app:
+        status, body = _get(app, '/allocation_candidates?' + query, '1.39')
+    assert status == 200
+    uuids = {rp['uuid']: rp['name'] for rp in w.rps}
+    got = [sorted(uuids[u] for u in ar['allocations'])
+           for ar in body['allocation_requests']]
+    assert got == [[name] for name in expected]
+    # Summaries show every class of the providers, with usage.
+    for uuid, summary in body['provider_summaries'].items():
+        if uuids[uuid] == 'both':
+            assert summary['resources'] == {
+                'VCPU': {'capacity': 8, 'used': 6},
+                'DISK_GB': {'capacity': 100, 'used': 0}}
+            assert summary['traits'] == ['CUSTOM_A']
