@@ -110,19 +110,29 @@ def _join_usage(from_, usage):
         usage.c.resource_class_id == _INV.c.resource_class_id))
 
 
-def _fenced(sel, fence):
-    """``sel`` reading providers from the window of roots [lo, hi) only,
-    through a subquery that planners may not flatten (OFFSET 0).
-    PostgreSQL, left to choose, drives small worlds' windowed queries from
-    the class index (its estimates for tiny trait tables favour that):
-    10 ms at 1,000 providers, against 1.3 ms driven from the window."""
+def _window_rp(fence):
+    """The providers a query reads: all of them, or those under the window
+    of roots [lo, hi), through a subquery that planners may not flatten
+    (OFFSET 0). PostgreSQL, left to choose, drives small worlds' windowed
+    queries from the class index (its estimates for tiny trait tables
+    favour that): 10 ms at 1,000 providers, against 1.3 ms driven from
+    the window."""
     if fence is None:
-        return sel
+        return _RP
     lo, hi = fence
-    window = sa.select(_RP).where(_RP.c.root_provider_id >= lo,
-                                  _RP.c.root_provider_id < hi).offset(0)\
+    return sa.select(_RP).where(_RP.c.root_provider_id >= lo,
+                                _RP.c.root_provider_id < hi).offset(0)\
         .subquery('rp_window')
-    return sql_util.ClauseAdapter(window).traverse(sel)
+
+
+def _on(rp, conds):
+    """``conds``, written against resource_providers, read from ``rp``.
+    (Queries are built on ``rp`` from the start: adapting a whole
+    statement afterwards costs SQLAlchemy more than running it.)"""
+    if rp is _RP:
+        return list(conds)
+    adapter = sql_util.ClauseAdapter(rp)
+    return [adapter.traverse(cond) for cond in conds]
 
 
 def _exists(sel):
@@ -271,10 +281,18 @@ def _flat_statement(shape):
             sa.select(fits.c.id)))
         from_ = _join_usage(from_, usage)
         used = usage.c.used
-    return sa.select(
+    inventories = sa.select(
         _RP.c.id, _RP.c.uuid, rc, _INV.c.total, _INV.c.reserved,
         _INV.c.allocation_ratio, _INV.c.max_unit, used,
-    ).select_from(from_).order_by(_RP.c.id)
+    ).select_from(from_)
+    # Their traits in the same round trip: rows without a class, the
+    # trait id in the ``total`` column.
+    null = sa.null()
+    traits = sa.select(
+        _RPT.c.resource_provider_id, sa.cast(null, sa.String),
+        sa.cast(null, sa.Integer), _RPT.c.trait_id, null, null, null, null,
+    ).where(_RPT.c.resource_provider_id.in_(sa.select(fits.c.id)))
+    return sa.union_all(inventories, traits)
 
 
 def _traits_statement(by_root, postgresql_array):
@@ -528,7 +546,8 @@ class Gatherer:
             amount = sa.literal(next(iter(rc_amount.values())))
         else:
             amount = sa.case(rc_amount, value=_INV.c.resource_class_id)
-        from_ = _RP.join(_INV, _INV.c.resource_provider_id == _RP.c.id)
+        rp = _window_rp(fence)
+        from_ = rp.join(_INV, _INV.c.resource_provider_id == rp.c.id)
         if self.probe or self.sqlite:
             used = _used(_INV.c.resource_provider_id,
                          _INV.c.resource_class_id)
@@ -536,33 +555,28 @@ class Gatherer:
             usage = _usage(_ALLOC.c.resource_class_id.in_(sorted(rc_amount)))
             from_ = _join_usage(from_, usage)
             used = sa.func.coalesce(usage.c.used, 0)
-        sel = sa.select(_RP.c.id, _RP.c.root_provider_id,
+        sel = sa.select(rp.c.id, rp.c.root_provider_id,
                         _INV.c.resource_class_id).select_from(from_).where(
             _INV.c.resource_class_id.in_(sorted(rc_amount)),
             used + amount <=
             (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
             _INV.c.min_unit <= amount,
             _INV.c.max_unit >= amount,
-            amount % _INV.c.step_size == 0)
-        for cond in self._provider_filters(g, _RP.c.id,
-                                           _RP.c.root_provider_id):
-            sel = sel.where(cond)
-        for cond in extra:
-            sel = sel.where(cond)
-        return self.session.execute(_fenced(sel, fence)).all()
+            amount % _INV.c.step_size == 0,
+            *self._provider_filters(g, rp.c.id, rp.c.root_provider_id),
+            *_on(rp, extra))
+        return self.session.execute(sel).all()
 
     def _resourceless_rows(self, g, extra, fence=None):
         """Providers matching a resourceless group's traits/aggregates."""
         if not (g.required or g.member_of):
             # Upstream finds nothing without a positive filter.
             return []
-        sel = sa.select(_RP.c.id, _RP.c.root_provider_id, sa.null())
-        for cond in self._provider_filters(g, _RP.c.id,
-                                           _RP.c.root_provider_id):
-            sel = sel.where(cond)
-        for cond in extra:
-            sel = sel.where(cond)
-        return self.session.execute(_fenced(sel, fence)).all()
+        rp = _window_rp(fence)
+        sel = sa.select(rp.c.id, rp.c.root_provider_id, sa.null()).where(
+            *self._provider_filters(g, rp.c.id, rp.c.root_provider_id),
+            *_on(rp, extra))
+        return self.session.execute(sel).all()
 
     def _rows(self, g, extra, fence=None):
         if g.resources:
@@ -622,7 +636,7 @@ class Gatherer:
         filters hash instead. SQLite needs the window spelled
         ``rp.id IN (roots' providers)`` to drive from it; PostgreSQL and
         MySQL get the window's providers as a fenced subquery (see
-        _fenced)."""
+        _window_rp)."""
         self.probe = not everything
         window_conds = []
         fence = None
@@ -728,8 +742,8 @@ class Gatherer:
 
         One statement finds the providers able to serve every class
         (capacity, filters) and returns their whole inventories with
-        usage; one more reads their traits. The combiner's search is not
-        needed: each such provider is one candidate."""
+        usage, and their traits. The combiner's search is not needed:
+        each such provider is one candidate."""
         g = self.groups[0]
         classes = [g.rc_ids[name] for name, _ in g.resources]
         required = list(g.required) + [{t} for t in self.root_required]
@@ -756,15 +770,21 @@ class Gatherer:
             params).all()
         if not rows:
             return [], {}
-        rc_names = rc_obj.names_for_ids(self.ctx, {r[2] for r in rows})
+        rc_names = rc_obj.names_for_ids(
+            self.ctx, {r[2] for r in rows if r[2] is not None})
         provs = {}
+        trait_rows = []
         for rid, uuid, rc_id, total, reserved, ratio, max_unit, used in rows:
+            if rc_id is None:
+                trait_rows.append((rid, total))
+                continue
             prov = provs.get(rid)
             if prov is None:
                 prov = provs[rid] = combine.Provider(rid, uuid, None, rid)
             prov.inventory[rc_names[rc_id]] = (
                 int((total - reserved) * ratio), int(used or 0), max_unit)
-        self._read_traits(provs, provs, by_root=False)
+        self._set_traits(provs, trait_rows)
+        provs = {rid: provs[rid] for rid in sorted(provs)}
         group = combine.Group(
             g.suffix, g.resources, {},
             required=[set(g_ids) for g_ids in g.rg.required],
@@ -841,6 +861,10 @@ class Gatherer:
             _statement(key, lambda: _traits_statement(by_root,
                                                       self.postgresql)),
             {'ids': sorted(ids)}).all()
+        self._set_traits(provs, trait_rows)
+
+    def _set_traits(self, provs, trait_rows):
+        """Set ``provs``' traits from (provider id, trait id) rows."""
         if not trait_rows:
             return
         names = trait_obj.names_for_ids(
