@@ -120,9 +120,11 @@ def _window_rp(fence):
     if fence is None:
         return _RP
     lo, hi = fence
-    return sa.select(_RP).where(_RP.c.root_provider_id >= lo,
-                                _RP.c.root_provider_id < hi).offset(0)\
-        .subquery('rp_window')
+    # Only the columns the queries read: each one costs SQLAlchemy a
+    # column proxy per statement built.
+    return sa.select(_RP.c.id, _RP.c.root_provider_id).where(
+        _RP.c.root_provider_id >= lo, _RP.c.root_provider_id < hi)\
+        .offset(0).subquery('rp_window')
 
 
 def _on(rp, conds):
