@@ -297,6 +297,34 @@ def _flat_statement(shape):
     return sa.union_all(inventories, traits)
 
 
+def _providers_statement(sqlite, trees, postgresql_array):
+    """Providers with inventories and usage of the trees whose roots are
+    in the bound list ``roots``."""
+    from_ = _RP.outerjoin(_INV, _INV.c.resource_provider_id == _RP.c.id)
+    if sqlite:
+        used = _used(_INV.c.resource_provider_id, _INV.c.resource_class_id)
+    elif not trees:
+        # Every provider is its own root: the roots are the ids.
+        usage = _usage(_in_param(_ALLOC.c.resource_provider_id, 'roots',
+                                 postgresql_array))
+        from_ = _join_usage(from_, usage)
+        used = usage.c.used
+    else:
+        in_trees = _RP.alias('in_trees')
+        usage = _usage(_ALLOC.c.resource_provider_id.in_(
+            sa.select(in_trees.c.id).where(_in_param(
+                in_trees.c.root_provider_id, 'roots', postgresql_array))))
+        from_ = _join_usage(from_, usage)
+        used = usage.c.used
+    in_roots = _in_param(_RP.c.root_provider_id if trees else _RP.c.id,
+                         'roots', postgresql_array)
+    return sa.select(
+        _RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
+        _RP.c.root_provider_id, _INV.c.resource_class_id, _INV.c.total,
+        _INV.c.reserved, _INV.c.allocation_ratio, _INV.c.max_unit, used,
+    ).select_from(from_).where(in_roots)
+
+
 def _traits_statement(by_root, postgresql_array):
     """(provider id, trait id) of providers whose id -- or root's id,
     ``by_root`` -- is in the bound list ``ids``."""
@@ -815,30 +843,11 @@ class Gatherer:
         # these statements cheap to plan.
         provs = {}
         rc_ids = set()
-        from_ = _RP.outerjoin(_INV, _INV.c.resource_provider_id == _RP.c.id)
-        if self.sqlite:
-            used = _used(_INV.c.resource_provider_id,
-                         _INV.c.resource_class_id)
-        elif not self.trees:
-            # Every provider is its own root: the roots are the ids.
-            usage = _usage(self._in_ids(_ALLOC.c.resource_provider_id, roots))
-            from_ = _join_usage(from_, usage)
-            used = usage.c.used
-        else:
-            in_trees = _RP.alias('in_trees')
-            usage = _usage(_ALLOC.c.resource_provider_id.in_(
-                sa.select(in_trees.c.id).where(
-                    self._in_ids(in_trees.c.root_provider_id, roots))))
-            from_ = _join_usage(from_, usage)
-            used = usage.c.used
-        in_roots = self._in_ids(
-            _RP.c.root_provider_id if self.trees else _RP.c.id, roots)
+        key = ('providers', self.sqlite, self.trees, self.postgresql)
         rows = self.session.execute(
-            sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
-                      _RP.c.root_provider_id, _INV.c.resource_class_id,
-                      _INV.c.total, _INV.c.reserved,
-                      _INV.c.allocation_ratio, _INV.c.max_unit, used)
-            .select_from(from_).where(in_roots)).all()
+            _statement(key, lambda: _providers_statement(
+                self.sqlite, self.trees, self.postgresql)),
+            {'roots': roots}).all()
         for row in rows:
             if row[4] is not None:
                 rc_ids.add(row[4])
