@@ -88,6 +88,18 @@ class Candidate:
         self._alloc = None
         self._maps = None
 
+    @classmethod
+    def whole(cls, group, rp):
+        """The candidate where provider ``rp`` alone serves ``group`` (the
+        only group): its allocations are the group's shared amounts."""
+        cand = cls((group,), ((rp,) * len(group.resources),))
+        one = group.one_provider.get(rp)
+        if one is None:
+            one = group.one_provider[rp] = [rp]
+        cand._alloc = {rp: group.amounts}
+        cand._maps = {group.suffix: one}
+        return cand
+
     def _build(self):
         """Sum the picks into allocations and mappings.
 

@@ -835,9 +835,7 @@ class Gatherer:
             g.suffix, g.resources, {},
             required=[set(g_ids) for g_ids in g.rg.required],
             forbidden=set(g.rg.forbidden))
-        width = len(g.resources)
-        cands = [combine.Candidate((group,), ((rid,) * width,))
-                 for rid in provs]
+        cands = [combine.Candidate.whole(group, rid) for rid in provs]
         return cands, provs
 
     # -- tree details -----------------------------------------------------
