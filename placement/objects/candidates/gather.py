@@ -58,6 +58,10 @@ _ROOTS_PER_CANDIDATE = 16
 _MIN_WINDOW = 64
 # Trees are read for at least this many anchors at a time.
 _MIN_BATCH = 8
+# Trees of at least _DENSE_MIN roots less than _DENSE_SPAN ids apart on
+# average are read by id range (see _dense).
+_DENSE_MIN = 64
+_DENSE_SPAN = 16
 
 
 class Empty(Exception):
@@ -317,27 +321,42 @@ def _flat_statement(shape):
     return sa.union_all(inventories, traits)
 
 
-def _providers_statement(sqlite, trees, postgresql_array):
+def _dense(roots):
+    """Whether sorted ``roots`` are many and close together: then the
+    trees are read by id range and the few trees in between dropped in
+    Python. A list of a thousand ids costs PostgreSQL more to parse and
+    plan (5 ms) than reading the rows they skip."""
+    return (len(roots) >= _DENSE_MIN and
+            roots[-1] - roots[0] < _DENSE_SPAN * len(roots))
+
+
+def _roots_in(col, ranged, postgresql_array):
+    if ranged:
+        return col.between(sa.bindparam('lo'), sa.bindparam('hi'))
+    return _in_param(col, 'roots', postgresql_array)
+
+
+def _providers_statement(sqlite, trees, postgresql_array, ranged):
     """Providers with inventories and usage of the trees whose roots are
-    in the bound list ``roots``."""
+    in the bound list ``roots`` (or between ``lo`` and ``hi``)."""
     from_ = _RP.outerjoin(_INV, _INV.c.resource_provider_id == _RP.c.id)
     if sqlite:
         used = _used(_INV.c.resource_provider_id, _INV.c.resource_class_id)
     elif not trees:
         # Every provider is its own root: the roots are the ids.
-        usage = _usage(_in_param(_ALLOC.c.resource_provider_id, 'roots',
+        usage = _usage(_roots_in(_ALLOC.c.resource_provider_id, ranged,
                                  postgresql_array))
         from_ = _join_usage(from_, usage)
         used = usage.c.used
     else:
         in_trees = _RP.alias('in_trees')
         usage = _usage(_ALLOC.c.resource_provider_id.in_(
-            sa.select(in_trees.c.id).where(_in_param(
-                in_trees.c.root_provider_id, 'roots', postgresql_array))))
+            sa.select(in_trees.c.id).where(_roots_in(
+                in_trees.c.root_provider_id, ranged, postgresql_array))))
         from_ = _join_usage(from_, usage)
         used = usage.c.used
-    in_roots = _in_param(_RP.c.root_provider_id if trees else _RP.c.id,
-                         'roots', postgresql_array)
+    in_roots = _roots_in(_RP.c.root_provider_id if trees else _RP.c.id,
+                         ranged, postgresql_array)
     return sa.select(
         _RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
         _RP.c.root_provider_id, _INV.c.resource_class_id, _INV.c.total,
@@ -345,16 +364,16 @@ def _providers_statement(sqlite, trees, postgresql_array):
     ).select_from(from_).where(in_roots)
 
 
-def _traits_statement(by_root, postgresql_array):
-    """(provider id, trait id) of providers whose id -- or root's id,
-    ``by_root`` -- is in the bound list ``ids``."""
+def _traits_statement(trees, postgresql_array, ranged):
+    """(provider id, trait id) of the providers of the trees whose roots
+    are in the bound list ``roots`` (or between ``lo`` and ``hi``)."""
     sel = sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
-    if not by_root:
-        return sel.where(_in_param(_RPT.c.resource_provider_id, 'ids',
+    if not trees:
+        return sel.where(_roots_in(_RPT.c.resource_provider_id, ranged,
                                    postgresql_array))
     return sel.select_from(_RPT.join(
         _RP, _RP.c.id == _RPT.c.resource_provider_id)).where(
-        _in_param(_RP.c.root_provider_id, 'ids', postgresql_array))
+        _roots_in(_RP.c.root_provider_id, ranged, postgresql_array))
 
 
 class Gatherer:
@@ -857,17 +876,25 @@ class Gatherer:
         # these statements cheap to plan.
         provs = {}
         rc_ids = set()
-        key = ('providers', self.sqlite, self.trees, self.postgresql)
+        ranged = _dense(roots)
+        if ranged:
+            params = {'lo': roots[0], 'hi': roots[-1]}
+            wanted = set(roots)
+        else:
+            params = {'roots': roots}
+        key = ('providers', self.sqlite, self.trees, self.postgresql, ranged)
         rows = self.session.execute(
             _statement(key, lambda: _providers_statement(
-                self.sqlite, self.trees, self.postgresql)),
-            {'roots': roots}).all()
+                self.sqlite, self.trees, self.postgresql, ranged)),
+            params).all()
         for row in rows:
             if row[4] is not None:
                 rc_ids.add(row[4])
         rc_names = rc_obj.names_for_ids(self.ctx, rc_ids) if rc_ids else {}
         for (rid, uuid, parent, root, rc_id, total, reserved, ratio,
              max_unit, used) in rows:
+            if ranged and root not in wanted:
+                continue
             prov = provs.get(rid)
             if prov is None:
                 prov = provs[rid] = combine.Provider(rid, uuid, parent, root)
@@ -875,18 +902,14 @@ class Gatherer:
                 prov.inventory[rc_names[rc_id]] = (
                     int((total - reserved) * ratio), int(used or 0),
                     max_unit)
-        self._read_traits(provs, roots, by_root=self.trees)
-        return provs
-
-    def _read_traits(self, provs, ids, by_root):
-        """Set the traits of ``provs``: those of providers whose id (or
-        root's id, ``by_root``) is in ``ids``."""
-        key = ('traits', by_root, self.postgresql)
+        key = ('traits', self.trees, self.postgresql, ranged)
         trait_rows = self.session.execute(
-            _statement(key, lambda: _traits_statement(by_root,
-                                                      self.postgresql)),
-            {'ids': sorted(ids)}).all()
+            _statement(key, lambda: _traits_statement(
+                self.trees, self.postgresql, ranged)), params).all()
+        if ranged:
+            trait_rows = [r for r in trait_rows if r[0] in provs]
         self._set_traits(provs, trait_rows)
+        return provs
 
     def _set_traits(self, provs, trait_rows):
         """Set ``provs``' traits from (provider id, trait id) rows."""
