@@ -7,53 +7,15 @@ the combiner's search. Random flat worlds and random queries (the
 differential test's generators) are answered both ways on the database
 under test; the bodies must be identical, order included.
 """
-import json
 import random
 
 import pytest
-import webob
 
 from placement.objects.candidates import gather
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional import fixtures
+from placement.tests.functional import test_candidate_windows_random as twr
 from placement.tests.functional import test_candidates_differential as diff
-
-
-def _flat_world(rnd, parts):
-    """Several random flat worlds side by side: many roots, usages,
-    traits and aggregates."""
-    w = cw.WorldBuilder()
-    for part in range(parts):
-        sub = diff.random_world(rnd, flat=True)
-        names = {}
-        for row in sorted(sub.rps, key=lambda r: r['id']):
-            names[row['id']] = 'p%d_%s' % (part, row['name'])
-            w.provider(names[row['id']])
-        for inv in sub.inv:
-            inv = dict(inv)
-            rp = names[inv.pop('resource_provider_id')]
-            w.inventory(rp, inv.pop('resource_class'), **inv)
-        for rp, trait in sub.rpt:
-            w.trait(names[rp], trait)
-        for rp, agg in sub.rpa:
-            w.aggregate(names[rp], agg)
-        for rp, rc, used in sub.alloc:
-            w.usage(names[rp], rc, used)
-    return w
-
-
-def _get(app, path, version):
-    resp = webob.Request.blank(path, headers={
-        'x-auth-token': 'admin',
-        'openstack-api-version': 'placement %s' % version,
-    }).get_response(app)
-    body = json.loads(resp.body)
-    for error in body.get('errors', ()):
-        error.pop('request_id', None)
-    for summary in body.get('provider_summaries', {}).values():
-        if 'traits' in summary:
-            summary['traits'].sort()
-    return resp.status_int, body
 
 
 def test_flat_statement_answers_as_the_search(monkeypatch):
@@ -67,14 +29,14 @@ def test_flat_statement_answers_as_the_search(monkeypatch):
 
     monkeypatch.setattr(gather.Gatherer, 'flat_candidates', counting)
     checked = 0
-    world = _flat_world(rnd, 6)
+    world = twr.glued_world(rnd, 6, flat=True)
     with fixtures.app_over_world(world) as app:
         for _ in range(150):
             path, version = diff.random_query(rnd, world)
             with monkeypatch.context() as m:
                 m.setattr(gather.Gatherer, 'flat', lambda self: False)
-                expected = _get(app, path, version)
-            got = _get(app, path, version)
+                expected = twr.get(app, path, version)
+            got = twr.get(app, path, version)
             assert got == expected, (path, version)
             checked += expected[0] == 200 and bool(
                 expected[1]['allocation_requests'])
@@ -111,7 +73,8 @@ def test_flat_statement_filters(query, expected):
     w.provider('vcpu_only')
     w.inventory('vcpu_only', 'VCPU', 8)
     with fixtures.app_over_world(w) as app:
-        status, body = _get(app, '/allocation_candidates?' + query, '1.39')
+        status, body = twr.get(app, '/allocation_candidates?' + query,
+                               '1.39')
     assert status == 200
     uuids = {rp['uuid']: rp['name'] for rp in w.rps}
     got = [sorted(uuids[u] for u in ar['allocations'])
