@@ -39,6 +39,7 @@ from sqlalchemy.sql import util as sql_util
 
 from placement.db import api as db_api
 from placement.db import models
+from placement.db import prepared
 from placement import exception
 from placement.objects.candidates import combine
 from placement.objects import resource_class as rc_obj
@@ -170,7 +171,7 @@ def _exists(sel):
     return sa.exists(sel.offset(0))
 
 
-def _linked(link_rp, link_col, rp_col, ids, probe):
+def _linked(link_rp, link_col, rp_col, ids, probe, postgresql_array=False):
     """``rp_col`` is linked to one of ``ids`` through a (provider, thing)
     table: a trait or an aggregate.
 
@@ -185,57 +186,41 @@ def _linked(link_rp, link_col, rp_col, ids, probe):
     and runs as fast.
 
     ``ids`` is a set of ids, or the name of a bound list (statements built
-    once, see _statement)."""
+    once, see prepared), an array on PostgreSQL (``postgresql_array``)."""
     if isinstance(ids, str):
-        values = sa.bindparam(ids, expanding=True)
+        linked = _in_param(link_col, ids, postgresql_array)
     else:
-        values = sorted(ids)
+        linked = link_col.in_(sorted(ids))
     if probe:
-        return _exists(sa.select(link_rp).where(
-            link_rp == rp_col, link_col.in_(values)))
-    return rp_col.in_(sa.select(link_rp).where(link_col.in_(values)))
+        return _exists(sa.select(link_rp).where(link_rp == rp_col, linked))
+    return rp_col.in_(sa.select(link_rp).where(linked))
 
 
-def _has_trait(rp_col, trait_ids, probe=False):
+def _has_trait(rp_col, trait_ids, probe=False, postgresql_array=False):
     return _linked(_RPT.c.resource_provider_id, _RPT.c.trait_id, rp_col,
-                   trait_ids, probe)
+                   trait_ids, probe, postgresql_array)
 
 
-def _in_aggs(rp_col, agg_ids, probe=False):
+def _in_aggs(rp_col, agg_ids, probe=False, postgresql_array=False):
     return _linked(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, rp_col,
-                   agg_ids, probe)
+                   agg_ids, probe, postgresql_array)
 
 
 def _in_all(rp_col, lists, probe=False):
     return sa.and_(*[_in_aggs(rp_col, ids, probe) for ids in lists])
 
 
-# Statements whose shape repeats from request to request, built once and
-# executed with bound values: building a statement of this size costs
-# SQLAlchemy more (1-2 ms) than PostgreSQL takes to run it.
-_STATEMENTS = {}
-_MAX_STATEMENTS = 512   # shapes seen; odd requests must not grow it forever
-
-
-def _statement(key, build):
-    stmt = _STATEMENTS.get(key)
-    if stmt is None:
-        if len(_STATEMENTS) >= _MAX_STATEMENTS:
-            _STATEMENTS.clear()
-        stmt = _STATEMENTS[key] = build()
-    return stmt
-
-
-def _in_param(col, name, postgresql_array):
-    """``col`` in the bound list of ids ``name``: one array parameter on
-    PostgreSQL (see Gatherer._in_ids), an expanding IN list elsewhere."""
+def _in_param(col, name, postgresql_array, type_=sa.Integer):
+    """``col`` in the bound list ``name``: one array parameter on
+    PostgreSQL (see Gatherer._in_ids; a fixed parameter list, so the
+    statement can be prepared), an expanding IN list elsewhere."""
     if postgresql_array:
         return col == sa.any_(sa.bindparam(
-            name, type_=postgresql.ARRAY(sa.Integer)))
+            name, type_=postgresql.ARRAY(type_)))
     return col.in_(sa.bindparam(name, expanding=True))
 
 
-def _facts_statement(with_aggs):
+def _facts_statement(with_aggs, postgresql_array):
     # Scalar subqueries: each is one index probe. (SQLite scans the
     # table for min() and max() asked side by side.)
     child = sa.select(_RP.c.id).where(
@@ -254,7 +239,8 @@ def _facts_statement(with_aggs):
     return sa.select(
         facts.c.lo, facts.c.hi, facts.c.child, facts.c.sharer, _AGG.c.uuid,
         _AGG.c.id).select_from(facts.outerjoin(
-            _AGG, _AGG.c.uuid.in_(sa.bindparam('aggs', expanding=True))))
+            _AGG, _in_param(_AGG.c.uuid, 'aggs', postgresql_array,
+                            sa.String)))
 
 
 def _flat_statement(shape):
@@ -264,9 +250,8 @@ def _flat_statement(shape):
     (required any-of trait lists), fa/ft (forbidden aggregates, traits),
     tree (in_tree's provider)."""
     sqlite, n_classes, n_member_of, n_required, forbidden_aggs, \
-        forbidden_traits, in_tree = shape
+        forbidden_traits, in_tree, pg = shape
     rc = _INV.c.resource_class_id
-    classes = sa.bindparam('classes', expanding=True)
     if n_classes == 1:
         amount = sa.bindparam('a0')
     else:
@@ -277,17 +262,19 @@ def _flat_statement(shape):
     if sqlite:
         used = _used(_INV.c.resource_provider_id, rc)
     else:
-        usage = _usage(_ALLOC.c.resource_class_id.in_(classes))
+        usage = _usage(_in_param(_ALLOC.c.resource_class_id, 'classes', pg))
         from_ = _join_usage(from_, usage)
         used = sa.func.coalesce(usage.c.used, 0)
     rp = _RP.c.id
-    conds = [rc.in_(classes), _fits(used, amount, sqlite)]
-    conds.extend(_in_aggs(rp, 'm%d' % i) for i in range(n_member_of))
-    conds.extend(_has_trait(rp, 'r%d' % i) for i in range(n_required))
+    conds = [_in_param(rc, 'classes', pg), _fits(used, amount, sqlite)]
+    conds.extend(_in_aggs(rp, 'm%d' % i, postgresql_array=pg)
+                 for i in range(n_member_of))
+    conds.extend(_has_trait(rp, 'r%d' % i, postgresql_array=pg)
+                 for i in range(n_required))
     if forbidden_aggs:
-        conds.append(~_in_aggs(rp, 'fa'))
+        conds.append(~_in_aggs(rp, 'fa', postgresql_array=pg))
     if forbidden_traits:
-        conds.append(~_has_trait(rp, 'ft'))
+        conds.append(~_has_trait(rp, 'ft', postgresql_array=pg))
     if in_tree:
         conds.append(rp == sa.bindparam('tree'))
     fits = sa.select(rp).select_from(from_).where(*conds).group_by(rp)\
@@ -530,14 +517,13 @@ class Gatherer:
         exist), in one round trip."""
         tid = self._sharing_trait_id()
         params = {'sharing_trait': tid if tid is not None else -1}
-        stmt = _statement(('facts', bool(agg_uuids)),
-                          lambda: _facts_statement(bool(agg_uuids)))
+        key = ('facts', bool(agg_uuids), self.postgresql)
         if agg_uuids:
             params['aggs'] = sorted(agg_uuids)
-            rows = self.session.execute(stmt, params).all()
-        else:
-            rows = [tuple(self.session.execute(stmt, params).one()) +
-                    (None, None)]
+        rows = prepared.rows(self.session, key, lambda: _facts_statement(
+            bool(agg_uuids), self.postgresql), params)
+        if not agg_uuids:
+            rows = [tuple(rows[0]) + (None, None)]
         lo, hi, some_child, some_sharer = rows[0][:4]
         self._agg_ids = {r[4]: r[5] for r in rows if r[4] is not None}
         self._id_range = (lo, hi)
@@ -825,10 +811,9 @@ class Gatherer:
             params['tree'] = g.tree_root
         shape = (self.sqlite, len(classes), len(g.member_of), len(required),
                  bool(g.forbidden_aggs), bool(forbidden),
-                 g.tree_root is not None)
-        rows = self.session.execute(
-            _statement(('flat',) + shape, lambda: _flat_statement(shape)),
-            params).all()
+                 g.tree_root is not None, self.postgresql)
+        rows = prepared.rows(self.session, ('flat',) + shape,
+                             lambda: _flat_statement(shape), params)
         if not rows:
             return [], {}
         rc_names = rc_obj.names_for_ids(
@@ -879,10 +864,8 @@ class Gatherer:
         else:
             params = {'roots': roots}
         key = ('providers', self.sqlite, self.trees, self.postgresql, ranged)
-        rows = self.session.execute(
-            _statement(key, lambda: _providers_statement(
-                self.sqlite, self.trees, self.postgresql, ranged)),
-            params).all()
+        rows = prepared.rows(self.session, key, lambda: _providers_statement(
+            self.sqlite, self.trees, self.postgresql, ranged), params)
         for row in rows:
             if row[4] is not None:
                 rc_ids.add(row[4])
@@ -899,9 +882,9 @@ class Gatherer:
                     int((total - reserved) * ratio), int(used or 0),
                     max_unit)
         key = ('traits', self.trees, self.postgresql, ranged)
-        trait_rows = self.session.execute(
-            _statement(key, lambda: _traits_statement(
-                self.trees, self.postgresql, ranged)), params).all()
+        trait_rows = prepared.rows(
+            self.session, key, lambda: _traits_statement(
+                self.trees, self.postgresql, ranged), params)
         if ranged:
             trait_rows = [r for r in trait_rows if r[0] in provs]
         self._set_traits(provs, trait_rows)
@@ -923,6 +906,7 @@ class Gatherer:
         return self._id_range
 
 
+@prepared.retry_unprepared
 @db_api.reader
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
          strategy='depth-first', randomize=False):

@@ -59,13 +59,20 @@ def app_over_world(world, overrides=None):
     """An app (noauth2) over a fresh test database into which ``world``
     (a candidate_worlds.WorldBuilder) was written; for pytest modules that
     build worlds in SQL rather than through the API."""
+    with app_and_engine_over_world(world, overrides) as (app, _engine):
+        yield app
+
+
+@contextlib.contextmanager
+def app_and_engine_over_world(world, overrides=None):
+    """app_over_world, with the SQLAlchemy engine the app uses."""
     db = test_db.TestDatabase()
     world.write(db.engine)
     conf = build_test_conf(db.url, overrides)
     db_api.configure(conf)
     undo = db_api.patch_engine(db.engine)
     try:
-        yield deploy.loadapp(conf)
+        yield deploy.loadapp(conf), db.engine
     finally:
         for group, name in (list(overrides or ())
                             + [('api', 'auth_strategy'),

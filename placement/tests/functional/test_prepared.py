@@ -1,0 +1,108 @@
+"""Allocation-candidate statements on PostgreSQL are prepared once per
+connection and then executed with each request's values; a connection
+that lost them (a pooler in transaction mode) turns preparing off and the
+request is answered all the same (``placement.db.prepared``)."""
+import contextlib
+
+import pytest
+import sqlalchemy as sa
+
+from placement.db import prepared
+from placement.tests import db as test_db
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional import fixtures
+from placement.tests.functional import test_candidate_windows_random as twr
+
+pytestmark = pytest.mark.skipif(
+    test_db.backend() != 'postgresql',
+    reason='prepared statements are used on PostgreSQL only')
+
+AGG = 'aaaaaaaa-0000-0000-0000-000000000001'
+FLAT = ('/allocation_candidates?resources=VCPU:1,MEMORY_MB:64'
+        '&member_of=%s&required=HW_CPU_X86_AVX2' % AGG)
+NESTED = ('/allocation_candidates?resources_A=VCPU:1&resources_B=VCPU:1'
+          '&group_policy=isolate')
+
+
+def _world():
+    w = cw.WorldBuilder()
+    for i in range(6):
+        name = 'cn%d' % i
+        w.provider(name)
+        w.inventory(name, 'VCPU', 4)
+        w.inventory(name, 'MEMORY_MB', 1024)
+        if i % 2 == 0:
+            w.aggregate(name, AGG)
+            w.trait(name, 'HW_CPU_X86_AVX2')
+        for j in range(2):
+            w.provider('%s_numa%d' % (name, j), parent=name)
+            w.inventory('%s_numa%d' % (name, j), 'VCPU', 2)
+    return w
+
+
+@contextlib.contextmanager
+def _statements(engine):
+    """The statements the app sends, in order."""
+    sent = []
+
+    def record(conn, cursor, statement, params, context, executemany):
+        sent.append(statement.split(None, 1)[0].upper())
+
+    sa.event.listen(engine, 'before_cursor_execute', record)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(engine, 'before_cursor_execute', record)
+
+
+@contextlib.contextmanager
+def _app():
+    try:
+        with fixtures.app_and_engine_over_world(_world()) as app_engine:
+            yield app_engine
+    finally:
+        prepared.enable()
+
+
+@pytest.mark.parametrize('path', [FLAT, NESTED], ids=['flat', 'nested'])
+def test_prepared_once_then_executed(path):
+    with _app() as (app, engine):
+        # Without preparing: the answer every later request must give.
+        prepared.disable()
+        expected = twr.get(app, path, '1.39')
+        assert expected[0] == 200 and expected[1]['allocation_requests']
+        prepared.enable()
+        sent_by_request = []
+        for _ in range(8):
+            with _statements(engine) as sent:
+                assert twr.get(app, path, '1.39') == expected
+            sent_by_request.append(sent)
+    executes = [sent.count('EXECUTE') for sent in sent_by_request]
+    assert executes[0] >= 2 and set(executes) == {executes[0]}
+    # Each pooled connection prepares a shape once (the test pool hands
+    # out its connections in turn): later requests only execute.
+    assert sent_by_request[0].count('PREPARE') == executes[0]
+    assert all('PREPARE' not in sent for sent in sent_by_request[4:])
+
+
+def test_connection_that_lost_its_statements():
+    """pgbouncer in transaction mode hands the next transaction another
+    server session: statements prepared on ours are missing there."""
+    with _app() as (app, engine):
+        expected = twr.get(app, FLAT, '1.39')
+        assert expected[0] == 200 and expected[1]['allocation_requests']
+        assert prepared.enabled()
+        # Each checkout lands on a server session without our statements.
+        def forget(dbapi_conn, record, proxy):
+            cursor = dbapi_conn.cursor()
+            cursor.execute('DEALLOCATE ALL')
+            cursor.close()
+
+        sa.event.listen(engine, 'checkout', forget)
+        # Once every pooled connection has prepared, one meets the error.
+        for _ in range(4):
+            assert twr.get(app, FLAT, '1.39') == expected
+        assert not prepared.enabled()
+        with _statements(engine) as sent:
+            assert twr.get(app, FLAT, '1.39') == expected
+        assert 'PREPARE' not in sent and 'EXECUTE' not in sent
