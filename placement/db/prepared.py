@@ -66,7 +66,7 @@ class _Shape:
     def __init__(self, stmt):
         self.stmt = stmt
         self.pg = None          # (sql, bind names, binds) once compiled
-        self.names = {}         # parameter types -> prepared name
+        self.names = {}         # types -> (prepared name, EXECUTE text)
 
     def compile_pg(self, dialect):
         if self.pg is None:
@@ -83,7 +83,11 @@ class _Shape:
             binds = [compiled.binds[name] for name in order]
             if any(b.expanding or b.callable is not None for b in binds):
                 sql = None      # not a fixed list of values: send it whole
-            self.pg = (sql, order, binds)
+            # Declared types (None: from the value, see _pg_type).
+            types = [None if isinstance(b.type, sqltypes.NullType) else
+                     dialect.type_compiler_instance.process(b.type)
+                     for b in binds]
+            self.pg = (sql, order, binds, types)
         return self.pg
 
 
@@ -105,9 +109,9 @@ def statement(key, build):
     return _shape(key, build).stmt
 
 
-def _pg_type(bind, value, dialect):
-    if not isinstance(bind.type, sqltypes.NullType):
-        return dialect.type_compiler_instance.process(bind.type)
+def _pg_type(declared, value):
+    if declared is not None:
+        return declared
     if isinstance(value, bool):
         return 'boolean'
     if isinstance(value, int):
@@ -146,15 +150,18 @@ def rows(session, key, build, params):
     if not (_state['enabled'] and dialect.name == 'postgresql'
             and dialect.driver == 'psycopg2'):
         return session.execute(shape.stmt, params).all()
-    sql, order, binds = shape.compile_pg(dialect)
+    sql, order, binds, declared = shape.compile_pg(dialect)
     if sql is None:
         return session.execute(shape.stmt, params).all()
     values = tuple(params[n] if n in params else b.effective_value
                    for n, b in zip(order, binds))
-    types = tuple(_pg_type(b, v, dialect) for b, v in zip(binds, values))
-    name = shape.names.get(types)
-    if name is None:
-        name = shape.names[types] = 'placement_%d' % next(_names)
+    types = tuple(map(_pg_type, declared, values))
+    found = shape.names.get(types)
+    if found is None:
+        name = 'placement_%d' % next(_names)
+        found = shape.names[types] = (name, 'EXECUTE %s%s' % (
+            name, '(%s)' % ', '.join(['%s'] * len(values)) if values else ''))
+    name, execute = found
     conn = session.connection()
     try:
         prepared = _prepared_on(conn)
@@ -162,11 +169,13 @@ def rows(session, key, build, params):
             conn.exec_driver_sql('PREPARE %s%s AS %s' % (
                 name, '(%s)' % ', '.join(types) if types else '', sql))
             prepared.add(name)
-        if values:
-            return conn.exec_driver_sql(
-                'EXECUTE %s(%s)' % (name, ', '.join(['%s'] * len(values))),
-                values).all()
-        return conn.exec_driver_sql('EXECUTE %s' % name).all()
+        result = conn.exec_driver_sql(execute, values)
+        try:
+            # Plain tuples, straight from the driver: a Row per row costs
+            # more than the rows' own use for the large answers.
+            return result.cursor.fetchall()
+        finally:
+            result.close()
     except Exception as exc:
         if _sqlstate(exc) not in _SESSION_MOVED:
             raise

@@ -39,6 +39,10 @@ def _allocation_requests(cands, providers, want):
                 for rp, res in cand.allocations.items()]})
         return out
     with_mappings = want.matches(MAPPINGS)
+    sole = [cand.sole for cand in cands]
+    if cands and None not in sole:
+        return _sole_provider_requests(cands[0].groups[0], sole, uuid_of,
+                                       with_mappings)
     rendered = {}      # id() of a shared amounts dict or rp list -> JSON
     fast = _DistinctNumbered(cands, uuid_of, with_mappings)
     for cand in cands:
@@ -66,6 +70,18 @@ def _allocation_requests(cands, providers, want):
             body['mappings'] = maps
         out.append(body)
     return out
+
+
+def _sole_provider_requests(group, sole, uuid_of, with_mappings):
+    """Candidates that are each one provider serving the one group (a
+    flat world's): one shared resources part, a comprehension each."""
+    part = {'resources': group.amounts}
+    uuids = [uuid_of[rp] for rp in sole]
+    if with_mappings:
+        suffix = group.suffix
+        return [{'allocations': {u: part}, 'mappings': {suffix: [u]}}
+                for u in uuids]
+    return [{'allocations': {u: part}} for u in uuids]
 
 
 class _Parts(dict):

@@ -80,19 +80,22 @@ class Candidate:
     ({suffix: [provider ids]}) are computed on first use.
     """
 
-    __slots__ = ('groups', 'picks', '_alloc', '_maps')
+    __slots__ = ('groups', 'picks', 'sole', '_alloc', '_maps')
 
     def __init__(self, groups, picks):
         self.groups = groups
         self.picks = picks
+        self.sole = None
         self._alloc = None
         self._maps = None
 
     @classmethod
     def whole(cls, group, rp):
-        """The candidate where provider ``rp`` alone serves ``group`` (the
-        only group): its allocations are the group's shared amounts."""
+        """The candidate where provider ``rp`` (``sole``) alone serves
+        ``group`` (the only group): its allocations are the group's shared
+        amounts."""
         cand = cls((group,), ((rp,) * len(group.resources),))
+        cand.sole = rp
         one = group.one_provider.get(rp)
         if one is None:
             one = group.one_provider[rp] = [rp]
@@ -177,6 +180,9 @@ def allocated_providers(cands):
     """Ids of the providers the candidates allocate from: a union per
     group position, at C speed (wide answers have tens of thousands of
     candidates)."""
+    sole = [cand.sole for cand in cands]
+    if None not in sole:
+        return set(sole)
     used = set()
     by_groups = {}
     for cand in cands:

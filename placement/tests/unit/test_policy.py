@@ -1,5 +1,7 @@
 """The default policy: upstream's rule names, and who passes which rule
 with the new defaults, the legacy ones, and a system-scoped token."""
+import os
+
 import pytest
 
 from placement import conf as placement_conf
@@ -176,6 +178,25 @@ def test_policy_file_overrides_one_rule(enforce, tmp_path):
     assert enforce(project_ctx('reader'), 'placement:traits:list')
     assert not enforce(project_ctx('admin'), 'placement:traits:list')
     assert enforce(project_ctx('admin'), 'placement:traits:show')
+
+
+def test_policy_file_changes_are_seen_within_the_interval(
+        enforce, tmp_path, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(policy.time, 'monotonic', lambda: clock[0])
+    path = tmp_path / 'policy.yaml'
+    path.write_text('"placement:traits:list": "role:reader"\n')
+    enforce.configure(policy_file=str(path))
+    assert not enforce(project_ctx('admin'), 'placement:traits:list')
+    path.write_text('"placement:traits:list": "role:admin"\n')
+    # mtime granularity: make the change visible as a change.
+    later = path.stat().st_mtime + 5
+    os.utime(path, (later, later))
+    clock[0] += policy.RECHECK_INTERVAL / 2
+    assert not enforce(project_ctx('admin'), 'placement:traits:list')
+    clock[0] += policy.RECHECK_INTERVAL
+    assert enforce(project_ctx('admin'), 'placement:traits:list')
+    assert not enforce(project_ctx('reader'), 'placement:traits:list')
 
 
 def test_get_enforcer_for_oslopolicy_tools():
