@@ -141,18 +141,17 @@ def _sqlstate(exc):
     return None
 
 
-def rows(session, key, build, params):
+def rows(conn, key, build, params):
     """Run the statement ``build()`` makes (once, for ``key``) with
-    ``params`` and return all its rows."""
+    ``params`` on ``conn`` (a Connection) and return all its rows."""
     shape = _shape(key, build)
-    bind = session.get_bind()
-    dialect = bind.dialect
+    dialect = conn.dialect
     if not (_state['enabled'] and dialect.name == 'postgresql'
             and dialect.driver == 'psycopg2'):
-        return session.execute(shape.stmt, params).all()
+        return conn.execute(shape.stmt, params).all()
     sql, order, binds, declared = shape.compile_pg(dialect)
     if sql is None:
-        return session.execute(shape.stmt, params).all()
+        return conn.execute(shape.stmt, params).all()
     values = tuple(params[n] if n in params else b.effective_value
                    for n, b in zip(order, binds))
     types = tuple(map(_pg_type, declared, values))
@@ -162,7 +161,6 @@ def rows(session, key, build, params):
         found = shape.names[types] = (name, 'EXECUTE %s%s' % (
             name, '(%s)' % ', '.join(['%s'] * len(values)) if values else ''))
     name, execute = found
-    conn = session.connection()
     try:
         prepared = _prepared_on(conn)
         if name not in prepared:

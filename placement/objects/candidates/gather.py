@@ -243,12 +243,28 @@ def _facts_statement(with_aggs, postgresql_array):
                             sa.String)))
 
 
+def _in_agg_uuids(rp_col, name, pg):
+    """``rp_col`` is in one of the aggregates whose uuids are bound as
+    ``name`` (unknown uuids match nothing)."""
+    aggs = sa.select(_AGG.c.id).where(_in_param(_AGG.c.uuid, name, pg,
+                                                sa.String))
+    return rp_col.in_(sa.select(_RPA.c.resource_provider_id).where(
+        _RPA.c.aggregate_id.in_(aggs)))
+
+
 def _flat_statement(shape):
-    """The flat world's one statement (see Gatherer.flat_candidates) for
-    a request of this ``shape``; values are bound by name: c<i>/a<i>
-    (class ids and amounts), m<i> (member_of any-of lists), r<i>
-    (required any-of trait lists), fa/ft (forbidden aggregates, traits),
-    tree (in_tree's provider)."""
+    """The flat world's one statement (see flat_answer) for a request of
+    this ``shape``; values are bound by name: classes, c<i>/a<i> (class
+    ids and amounts), m<i> (member_of any-of lists of aggregate uuids),
+    r<i> (required any-of trait id lists), fa (forbidden aggregate uuids),
+    ft (forbidden trait ids), tree (in_tree's uuid), sharing (the sharing
+    trait's id).
+
+    Rows: (provider id, uuid, class id, total, reserved, ratio, max_unit,
+    used) per inventory of each provider that fits; (provider id, NULL,
+    NULL, trait id, ...) per trait of those; and one (-1, NULL, NULL,
+    not_flat, ...) saying whether the world has a child or a sharing
+    provider, in which case nothing else is returned."""
     sqlite, n_classes, n_member_of, n_required, forbidden_aggs, \
         forbidden_traits, in_tree, pg = shape
     rc = _INV.c.resource_class_id
@@ -266,23 +282,32 @@ def _flat_statement(shape):
         from_ = _join_usage(from_, usage)
         used = sa.func.coalesce(usage.c.used, 0)
     rp = _RP.c.id
-    conds = [_in_param(rc, 'classes', pg), _fits(used, amount, sqlite)]
-    conds.extend(_in_aggs(rp, 'm%d' % i, postgresql_array=pg)
+    # Uncorrelated: evaluated once, and when true nothing else is read.
+    not_flat = sa.or_(
+        sa.exists(sa.select(_RP.c.id).where(
+            _RP.c.parent_provider_id.isnot(None))),
+        sa.exists(sa.select(_RPT.c.resource_provider_id).where(
+            _RPT.c.trait_id == sa.bindparam('sharing'))))
+    conds = [~not_flat, _in_param(rc, 'classes', pg),
+             _fits(used, amount, sqlite)]
+    conds.extend(_in_agg_uuids(rp, 'm%d' % i, pg)
                  for i in range(n_member_of))
     conds.extend(_has_trait(rp, 'r%d' % i, postgresql_array=pg)
                  for i in range(n_required))
     if forbidden_aggs:
-        conds.append(~_in_aggs(rp, 'fa', postgresql_array=pg))
+        conds.append(~_in_agg_uuids(rp, 'fa', pg))
     if forbidden_traits:
         conds.append(~_has_trait(rp, 'ft', postgresql_array=pg))
     if in_tree:
-        conds.append(rp == sa.bindparam('tree'))
-    fits = sa.select(rp).select_from(from_).where(*conds).group_by(rp)\
+        # Every provider is its own tree's root.
+        conds.append(_RP.c.uuid == sa.bindparam('tree'))
+    # The uuid rides along: joining providers again costs more.
+    fits = sa.select(rp, _RP.c.uuid).select_from(from_).where(*conds)\
+        .group_by(rp, _RP.c.uuid)\
         .having(sa.func.count() == n_classes if sqlite else
                 _opaque(sa.func.count() == n_classes)).cte('fits')
     # The same providers again, every class, for the summaries.
-    from_ = fits.join(_RP, _RP.c.id == fits.c.id).join(
-        _INV, _INV.c.resource_provider_id == _RP.c.id)
+    from_ = fits.join(_INV, _INV.c.resource_provider_id == fits.c.id)
     if sqlite:
         used = _used(_INV.c.resource_provider_id, rc)
     else:
@@ -291,7 +316,7 @@ def _flat_statement(shape):
         from_ = _join_usage(from_, usage)
         used = usage.c.used
     inventories = sa.select(
-        _RP.c.id, _RP.c.uuid, rc, _INV.c.total, _INV.c.reserved,
+        fits.c.id, fits.c.uuid, rc, _INV.c.total, _INV.c.reserved,
         _INV.c.allocation_ratio, _INV.c.max_unit, used,
     ).select_from(from_)
     # Their traits in the same round trip: rows without a class, the
@@ -301,7 +326,115 @@ def _flat_statement(shape):
         _RPT.c.resource_provider_id, sa.cast(null, sa.String),
         sa.cast(null, sa.Integer), _RPT.c.trait_id, null, null, null, null,
     ).where(_RPT.c.resource_provider_id.in_(sa.select(fits.c.id)))
-    return sa.union_all(inventories, traits)
+    flag = sa.select(
+        sa.literal(_FLAG_ROW), sa.cast(null, sa.String),
+        sa.cast(null, sa.Integer),
+        sa.case((not_flat, 1), else_=0), null, null, null, null)
+    return sa.union_all(flag, inventories, traits)
+
+
+# The provider id of flat_answer's row saying whether the world is flat.
+_FLAG_ROW = -1
+
+
+def _trait_ids(ctx, names):
+    return {trait_obj.id_for_name(ctx, name) for name in names}
+
+
+def flat_shaped(groups, wide):
+    """Whether the request could be a flat world's: only the unnumbered
+    group, asking for resources, and no same_subtree."""
+    if len(groups) != 1 or wide.same_subtrees:
+        return False
+    rg = next(iter(groups.values()))
+    return not rg.use_same_provider and bool(rg.resources)
+
+
+def flat_answer(ctx, conn, rg, wide):
+    """(candidates, providers) for request group ``rg`` (the unnumbered
+    one, alone) in a flat world, or None if the world is not flat.
+
+    A flat world has no child provider and no sharing provider: every
+    candidate is one provider holding the whole request, the shape of most
+    clouds (nova's perfload job among them). One statement, one round
+    trip, finds the providers able to serve every class (capacity,
+    filters) with their whole inventories, usage and traits; it also says
+    whether the world is flat. Names that do not resolve answer None too:
+    the general path reports them as upstream does."""
+    try:
+        classes = [rc_obj.id_for_name(ctx, name) for name in rg.resources]
+        required = ([_trait_ids(ctx, sorted(any_of))
+                     for any_of in rg.required] +
+                    [{trait_obj.id_for_name(ctx, name)}
+                     for name in sorted(wide.root_required)])
+        forbidden = _trait_ids(ctx, sorted(rg.forbidden | wide.root_forbidden))
+    except (exception.ResourceClassNotFound, exception.TraitNotFound):
+        return None
+    try:
+        sharing = trait_obj.id_for_name(ctx, SHARING_TRAIT)
+    except exception.TraitNotFound:
+        sharing = -1
+    dialect = conn.dialect.name
+    sqlite = dialect == 'sqlite'
+    pg = dialect == 'postgresql'
+    params = {'classes': classes, 'sharing': sharing}
+    for i, (rc_id, amount) in enumerate(zip(classes,
+                                            rg.resources.values())):
+        params['c%d' % i] = rc_id
+        params['a%d' % i] = amount
+    for i, uuids in enumerate(rg.member_of):
+        params['m%d' % i] = sorted(uuids)
+    for i, ids in enumerate(required):
+        params['r%d' % i] = sorted(ids)
+    if rg.forbidden_aggs:
+        params['fa'] = sorted(rg.forbidden_aggs)
+    if forbidden:
+        params['ft'] = sorted(forbidden)
+    if rg.in_tree:
+        params['tree'] = rg.in_tree
+    shape = (sqlite, len(classes), len(rg.member_of), len(required),
+             bool(rg.forbidden_aggs), bool(forbidden), bool(rg.in_tree), pg)
+    rows = prepared.rows(conn, ('flat',) + shape,
+                         lambda: _flat_statement(shape), params)
+    provs = {}
+    trait_rows = []
+    rc_ids = set()
+    for row in rows:
+        rid, _uuid, rc_id, total = row[:4]
+        if rid == _FLAG_ROW:
+            if total:
+                return None
+        elif rc_id is None:
+            trait_rows.append((rid, total))
+        else:
+            rc_ids.add(rc_id)
+    rc_names = rc_obj.names_for_ids(ctx, rc_ids) if rc_ids else {}
+    for rid, uuid, rc_id, total, reserved, ratio, max_unit, used in rows:
+        if rc_id is None:
+            continue
+        prov = provs.get(rid)
+        if prov is None:
+            prov = provs[rid] = combine.Provider(rid, uuid, None, rid)
+        prov.inventory[rc_names[rc_id]] = (
+            int((total - reserved) * ratio), int(used or 0), max_unit)
+    _set_traits(ctx, provs, trait_rows)
+    provs = {rid: provs[rid] for rid in sorted(provs)}
+    group = combine.Group(rg.suffix, list(rg.resources.items()), {},
+                          required=[set(any_of) for any_of in rg.required],
+                          forbidden=set(rg.forbidden))
+    return [combine.Candidate.whole(group, rid) for rid in provs], provs
+
+
+def _set_traits(ctx, provs, trait_rows):
+    """Set ``provs``' traits from (provider id, trait id) rows."""
+    if not trait_rows:
+        return
+    names = trait_obj.names_for_ids(ctx, {tid for _, tid in trait_rows})
+    traits = collections.defaultdict(set)
+    for rid, tid in trait_rows:
+        traits[rid].add(names[tid])
+    for rid, tnames in traits.items():
+        provs[rid].traits = frozenset(tnames)
 
 
 def _dense(roots):
@@ -364,8 +497,11 @@ class Gatherer:
 
     def __init__(self, ctx, groups, wide):
         self.ctx = ctx
-        self.session = ctx.session
-        dialect = self.session.get_bind().dialect.name
+        # A Core connection, not an ORM session: the session's set-up
+        # and tear-down cost 0.1 ms of a 4 ms request, and it is not
+        # needed for reading rows.
+        self.conn = ctx.connection
+        dialect = self.conn.dialect.name
         self.sqlite = dialect == 'sqlite'
         self.postgresql = dialect == 'postgresql'
         self.wide = wide
@@ -420,7 +556,7 @@ class Gatherer:
                 _RP.c.parent_provider_id.is_(None))
             for cond in self._root_ok(_RP.c.id):
                 roots = roots.where(cond)
-            if self.session.execute(roots.limit(1)).first() is None:
+            if self.conn.execute(roots.limit(1)).first() is None:
                 raise Empty()
         agg_ids = self._agg_ids
         resolved = []
@@ -452,7 +588,7 @@ class Gatherer:
                               if u in agg_ids}
             tree_root = None
             if rg.in_tree:
-                tree_root = self.session.execute(
+                tree_root = self.conn.execute(
                     sa.select(_RP.c.root_provider_id).where(
                         _RP.c.uuid == rg.in_tree)).scalar()
                 if tree_root is None:
@@ -464,7 +600,7 @@ class Gatherer:
         return resolved
 
     def _any_in_all(self, member_of):
-        return self.session.execute(
+        return self.conn.execute(
             sa.select(_RP.c.id).where(self._all(_RP.c.id, member_of))
             .limit(1)).first() is not None
 
@@ -507,7 +643,7 @@ class Gatherer:
         tid = self._sharing_trait_id()
         if tid is None or not self._any_sharing:
             return set()
-        return {r[0] for r in self.session.execute(
+        return {r[0] for r in self.conn.execute(
             sa.select(_RPT.c.resource_provider_id).where(
                 _RPT.c.trait_id == tid))}
 
@@ -520,7 +656,7 @@ class Gatherer:
         key = ('facts', bool(agg_uuids), self.postgresql)
         if agg_uuids:
             params['aggs'] = sorted(agg_uuids)
-        rows = prepared.rows(self.session, key, lambda: _facts_statement(
+        rows = prepared.rows(self.conn, key, lambda: _facts_statement(
             bool(agg_uuids), self.postgresql), params)
         if not agg_uuids:
             rows = [tuple(rows[0]) + (None, None)]
@@ -612,7 +748,7 @@ class Gatherer:
             _fits(used, amount, self.sqlite),
             *self._provider_filters(g, rp.c.id, rp.c.root_provider_id),
             *_on(rp, extra))
-        return self.session.execute(sel).all()
+        return self.conn.execute(sel).all()
 
     def _resourceless_rows(self, g, extra, fence=None):
         """Providers matching a resourceless group's traits/aggregates."""
@@ -623,7 +759,7 @@ class Gatherer:
         sel = sa.select(rp.c.id, rp.c.root_provider_id, sa.null()).where(
             *self._provider_filters(g, rp.c.id, rp.c.root_provider_id),
             *_on(rp, extra))
-        return self.session.execute(sel).all()
+        return self.conn.execute(sel).all()
 
     def _rows(self, g, extra, fence=None):
         if g.resources:
@@ -660,7 +796,7 @@ class Gatherer:
             .where(_RP.c.root_provider_id >= lo)\
             .where(_RP.c.root_provider_id < hi).distinct()
         out = collections.defaultdict(set)
-        for sp, root in self.session.execute(sel).all():
+        for sp, root in self.conn.execute(sel).all():
             out[sp].add(root)
         return out
 
@@ -670,9 +806,9 @@ class Gatherer:
         sel = sa.select(_RP.c.id).where(self._in_ids(_RP.c.id, roots))
         for cond in conds_for(_RP.c.id):
             sel = sel.where(cond)
-        return {r[0] for r in self.session.execute(sel)}
+        return {r[0] for r in self.conn.execute(sel)}
 
-    # -- one window ------------------------------------------------------------
+    # -- one window --------------------------------------------------------
 
     def window(self, lo, hi, everything=False):
         """combine.Group list and the anchors seen, for roots in [lo, hi).
@@ -773,71 +909,6 @@ class Gatherer:
             required=[set(g_ids) for g_ids in g.rg.required],
             forbidden=set(g.rg.forbidden))
 
-    # -- flat worlds -----------------------------------------------------
-
-    def flat(self):
-        """True when every candidate is one provider holding the whole
-        request: no provider has a parent or shares its inventory, and
-        only the unnumbered group asks for resources. That is the shape of
-        most clouds (nova's perfload job among them)."""
-        return (not self.trees and not self.sharing and
-                len(self.groups) == 1 and not self.groups[0].numbered and
-                bool(self.groups[0].resources))
-
-    def flat_candidates(self):
-        """(candidates, providers) of a flat world, every one of them.
-
-        One statement finds the providers able to serve every class
-        (capacity, filters) and returns their whole inventories with
-        usage, and their traits. The combiner's search is not needed:
-        each such provider is one candidate."""
-        g = self.groups[0]
-        classes = [g.rc_ids[name] for name, _ in g.resources]
-        required = list(g.required) + [{t} for t in self.root_required]
-        forbidden = set(g.forbidden) | self.root_forbidden
-        params = {'classes': classes}
-        for i, (name, amount) in enumerate(g.resources):
-            params['c%d' % i] = g.rc_ids[name]
-            params['a%d' % i] = amount
-        for i, ids in enumerate(g.member_of):
-            params['m%d' % i] = sorted(ids)
-        for i, ids in enumerate(required):
-            params['r%d' % i] = sorted(ids)
-        if g.forbidden_aggs:
-            params['fa'] = sorted(g.forbidden_aggs)
-        if forbidden:
-            params['ft'] = sorted(forbidden)
-        if g.tree_root is not None:
-            params['tree'] = g.tree_root
-        shape = (self.sqlite, len(classes), len(g.member_of), len(required),
-                 bool(g.forbidden_aggs), bool(forbidden),
-                 g.tree_root is not None, self.postgresql)
-        rows = prepared.rows(self.session, ('flat',) + shape,
-                             lambda: _flat_statement(shape), params)
-        if not rows:
-            return [], {}
-        rc_names = rc_obj.names_for_ids(
-            self.ctx, {r[2] for r in rows if r[2] is not None})
-        provs = {}
-        trait_rows = []
-        for rid, uuid, rc_id, total, reserved, ratio, max_unit, used in rows:
-            if rc_id is None:
-                trait_rows.append((rid, total))
-                continue
-            prov = provs.get(rid)
-            if prov is None:
-                prov = provs[rid] = combine.Provider(rid, uuid, None, rid)
-            prov.inventory[rc_names[rc_id]] = (
-                int((total - reserved) * ratio), int(used or 0), max_unit)
-        self._set_traits(provs, trait_rows)
-        provs = {rid: provs[rid] for rid in sorted(provs)}
-        group = combine.Group(
-            g.suffix, g.resources, {},
-            required=[set(g_ids) for g_ids in g.rg.required],
-            forbidden=set(g.rg.forbidden))
-        cands = [combine.Candidate.whole(group, rid) for rid in provs]
-        return cands, provs
-
     # -- tree details -----------------------------------------------------
 
     def providers(self, root_ids, rp_ids=()):
@@ -845,7 +916,7 @@ class Gatherer:
         the trees of ``rp_ids`` (sharing providers)."""
         roots = set(root_ids)
         if rp_ids:
-            roots |= {r[0] for r in self.session.execute(
+            roots |= {r[0] for r in self.conn.execute(
                 sa.select(_RP.c.root_provider_id).where(
                     self._in_ids(_RP.c.id, rp_ids)))}
         if not roots:
@@ -864,7 +935,7 @@ class Gatherer:
         else:
             params = {'roots': roots}
         key = ('providers', self.sqlite, self.trees, self.postgresql, ranged)
-        rows = prepared.rows(self.session, key, lambda: _providers_statement(
+        rows = prepared.rows(self.conn, key, lambda: _providers_statement(
             self.sqlite, self.trees, self.postgresql, ranged), params)
         for row in rows:
             if row[4] is not None:
@@ -883,31 +954,19 @@ class Gatherer:
                     max_unit)
         key = ('traits', self.trees, self.postgresql, ranged)
         trait_rows = prepared.rows(
-            self.session, key, lambda: _traits_statement(
+            self.conn, key, lambda: _traits_statement(
                 self.trees, self.postgresql, ranged), params)
         if ranged:
             trait_rows = [r for r in trait_rows if r[0] in provs]
-        self._set_traits(provs, trait_rows)
+        _set_traits(self.ctx, provs, trait_rows)
         return provs
-
-    def _set_traits(self, provs, trait_rows):
-        """Set ``provs``' traits from (provider id, trait id) rows."""
-        if not trait_rows:
-            return
-        names = trait_obj.names_for_ids(
-            self.ctx, {tid for _, tid in trait_rows})
-        traits = collections.defaultdict(set)
-        for rid, tid in trait_rows:
-            traits[rid].add(names[tid])
-        for rid, tnames in traits.items():
-            provs[rid].traits = frozenset(tnames)
 
     def id_range(self):
         return self._id_range
 
 
 @prepared.retry_unprepared
-@db_api.reader
+@db_api.reader.connection
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
          strategy='depth-first', randomize=False):
     """The allocation candidates for ``groups`` (request.RequestGroup by
@@ -921,18 +980,21 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     ``max_candidates``). With randomization, as upstream, up to
     ``max_candidates`` are generated and ``limit`` of them sampled.
     """
+    cap = max_candidates if (max_candidates is not None and
+                             max_candidates >= 0) else None
+    if wide.limit is not None and not randomize:
+        cap = wide.limit if cap is None else min(cap, wide.limit)
+    if cap is None and flat_shaped(groups, wide):
+        answer = flat_answer(ctx, ctx.connection,
+                             next(iter(groups.values())), wide)
+        if answer is not None:
+            found, providers = answer
+            return _randomized(found, wide, randomize), providers, False
     try:
         gatherer = Gatherer(ctx, groups, wide)
     except Empty:
         return [], {}, False
     has_trees = gatherer.trees
-    cap = max_candidates if (max_candidates is not None and
-                             max_candidates >= 0) else None
-    if wide.limit is not None and not randomize:
-        cap = wide.limit if cap is None else min(cap, wide.limit)
-    if cap is None and gatherer.flat():
-        found, providers = gatherer.flat_candidates()
-        return _randomized(found, wide, randomize), providers, has_trees
     isolate = wide.group_policy == 'isolate'
     lo, hi = gatherer.id_range()
     if lo is None:

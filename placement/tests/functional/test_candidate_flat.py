@@ -2,7 +2,7 @@
 
 In a world without child providers or sharing providers, a request with
 only the unnumbered group is answered by one statement
-(``gather.Gatherer.flat_candidates``) instead of the windowed queries and
+(``gather.flat_answer``) instead of the windowed queries and
 the combiner's search. Random flat worlds and random queries (the
 differential test's generators) are answered both ways on the database
 under test; the bodies must be identical, order included.
@@ -21,28 +21,31 @@ from placement.tests.functional import test_candidates_differential as diff
 def test_flat_statement_answers_as_the_search(monkeypatch):
     rnd = random.Random(20261123)
     flat_calls = []
-    real_flat = gather.Gatherer.flat_candidates
+    real_flat = gather.flat_answer
 
-    def counting(self):
-        flat_calls.append(1)
-        return real_flat(self)
+    def counting(*args):
+        answer = real_flat(*args)
+        flat_calls.append(answer is not None)
+        return answer
 
-    monkeypatch.setattr(gather.Gatherer, 'flat_candidates', counting)
+    monkeypatch.setattr(gather, 'flat_answer', counting)
     checked = 0
     world = twr.glued_world(rnd, 6, flat=True)
     with fixtures.app_over_world(world) as app:
         for _ in range(150):
             path, version = diff.random_query(rnd, world)
             with monkeypatch.context() as m:
-                m.setattr(gather.Gatherer, 'flat', lambda self: False)
+                m.setattr(gather, 'flat_shaped', lambda *args: False)
                 expected = twr.get(app, path, version)
             got = twr.get(app, path, version)
             assert got == expected, (path, version)
             checked += expected[0] == 200 and bool(
                 expected[1]['allocation_requests'])
     assert checked > 30
-    assert len(flat_calls) > 30
+    assert sum(flat_calls) > 30
 
+
+BOTH = 'b0b0b0b0-0000-0000-0000-000000000001'
 
 _FILTER_CASES = [
     # Every class must come from the one provider.
@@ -56,6 +59,14 @@ _FILTER_CASES = [
     # Usage counts: 'both' has 6 of 8 VCPU used.
     ('resources=VCPU:3', ['vcpu_only']),
     ('resources=DISK_GB:10', ['both']),
+    # Aggregates are named by uuid; unknown ones match no provider.
+    ('resources=VCPU:2&member_of=in:%s,%s' % (diff.AGGS[1], diff.AGGS[0]),
+     ['both']),
+    ('resources=VCPU:2&member_of=%s' % diff.AGGS[1], []),
+    ('resources=VCPU:2&member_of=!%s' % diff.AGGS[1], ['both', 'vcpu_only']),
+    # in_tree names a provider, each its own tree's root here.
+    ('resources=VCPU:2&in_tree=%s' % BOTH, ['both']),
+    ('resources=VCPU:2&in_tree=%s' % diff.AGGS[2], []),
 ]
 
 
@@ -64,7 +75,7 @@ _FILTER_CASES = [
     'case%d' % i for i in range(len(_FILTER_CASES))])
 def test_flat_statement_filters(query, expected):
     w = cw.WorldBuilder()
-    w.provider('both')
+    w.provider('both', uuid=BOTH)
     w.inventory('both', 'VCPU', 8)
     w.inventory('both', 'DISK_GB', 100)
     w.usage('both', 'VCPU', 6)
@@ -87,3 +98,44 @@ def test_flat_statement_filters(query, expected):
                 'VCPU': {'capacity': 8, 'used': 6},
                 'DISK_GB': {'capacity': 100, 'used': 0}}
             assert summary['traits'] == ['CUSTOM_A']
+
+
+@pytest.mark.parametrize('kind', ['child', 'sharing'])
+def test_a_child_or_a_sharing_provider_makes_the_world_not_flat(
+        kind, monkeypatch):
+    """The flat statement says so itself, and the search answers."""
+    answers = []
+    real_flat = gather.flat_answer
+
+    def recording(*args):
+        answers.append(real_flat(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(gather, 'flat_answer', recording)
+    w = cw.WorldBuilder()
+    w.provider('cn')
+    w.inventory('cn', 'VCPU', 8)
+    if kind == 'child':
+        w.provider('numa', parent='cn')
+        w.inventory('numa', 'MEMORY_MB', 1024)
+        query = 'resources=VCPU:1,MEMORY_MB:512'
+        expected = [['cn', 'numa']]
+    else:
+        w.inventory('cn', 'MEMORY_MB', 1024)
+        w.aggregate('cn', diff.AGGS[0])
+        w.provider('disk')
+        w.inventory('disk', 'DISK_GB', 100)
+        w.trait('disk', 'MISC_SHARES_VIA_AGGREGATE')
+        w.aggregate('disk', diff.AGGS[0])
+        query = 'resources=VCPU:1,DISK_GB:10'
+        expected = [['cn', 'disk']]
+    with fixtures.app_over_world(w) as app:
+        status, body = twr.get(app, '/allocation_candidates?' + query,
+                               '1.39')
+    assert status == 200
+    assert answers == [None]
+    names = {rp['uuid']: rp['name'] for rp in w.rps}
+    order = [rp['name'] for rp in w.rps]
+    got = [sorted((names[u] for u in ar['allocations']), key=order.index)
+           for ar in body['allocation_requests']]
+    assert got == expected
