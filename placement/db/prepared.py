@@ -17,7 +17,7 @@ transaction again, see ``retry_unprepared``), and statements are then
 sent whole, as on SQLite and MySQL.
 """
 import functools
-import itertools
+import hashlib
 import re
 import threading
 
@@ -38,7 +38,6 @@ _PARAM = re.compile(r'%\((\w+)\)s')
 
 _lock = threading.Lock()
 _shapes = {}
-_names = itertools.count(1)
 _state = {'enabled': True, 'generation': 0}
 
 
@@ -104,12 +103,9 @@ def _shape(key, build):
     return shape
 
 
-def statement(key, build):
-    """The statement built by ``build()`` for ``key``, built once."""
-    return _shape(key, build).stmt
-
-
 def _pg_type(declared, value):
+    """The parameter's type in PREPARE; None for a NULL of no declared
+    type (such a statement is sent whole)."""
     if declared is not None:
         return declared
     if isinstance(value, bool):
@@ -118,7 +114,19 @@ def _pg_type(declared, value):
         return 'bigint'
     if isinstance(value, float):
         return 'double precision'
-    return 'text'
+    if isinstance(value, str):
+        return 'text'
+    return None
+
+
+def _name(sql, types):
+    """A name that only this statement with these parameter types has, in
+    any process running this code: behind a pooler, a server session may
+    hold what another process prepared, and a name must never run another
+    statement there."""
+    digest = hashlib.sha1(
+        ('%s\n%s' % (sql, ','.join(types))).encode('utf-8')).hexdigest()
+    return 'placement_%s' % digest[:24]
 
 
 def _prepared_on(conn):
@@ -155,9 +163,11 @@ def rows(conn, key, build, params):
     values = tuple(params[n] if n in params else b.effective_value
                    for n, b in zip(order, binds))
     types = tuple(map(_pg_type, declared, values))
+    if None in types:
+        return conn.execute(shape.stmt, params).all()
     found = shape.names.get(types)
     if found is None:
-        name = 'placement_%d' % next(_names)
+        name = _name(sql, types)
         found = shape.names[types] = (name, 'EXECUTE %s%s' % (
             name, '(%s)' % ', '.join(['%s'] * len(values)) if values else ''))
     name, execute = found

@@ -23,9 +23,10 @@ def backend():
 
 
 class TestDatabase:
-    """A new empty database with the schema in place; ``drop()`` ends it."""
+    """A new empty database with the schema in place (none with
+    ``schema=False``); ``drop()`` ends it."""
 
-    def __init__(self, migrate=False):
+    def __init__(self, migrate=False, schema=True):
         server_url = os.environ.get(ENV_VAR)
         self._tmpdir = None
         self._admin_url = None
@@ -46,7 +47,7 @@ class TestDatabase:
         if migrate:
             from placement.db import migration
             migration.upgrade('head', engine=self.engine)
-        else:
+        elif schema:
             models.BASE.metadata.create_all(self.engine)
 
     def drop(self):

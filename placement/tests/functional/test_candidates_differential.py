@@ -1,9 +1,11 @@
 """GET /allocation_candidates, ours against upstream 16.0.0, on random worlds.
 
-Each world is written once into a SQLite file whose schema upstream's own
-migrations created; our app and upstream's (in /work/upstream-venv, in a
+Each world is written once into a fresh database of the kind under test
+(SQLite unless ``PLACEMENT_TEST_DB_URL`` names a server) whose schema
+upstream's own migrations created; our app and upstream's (in
+/work/upstream-venv, with psycopg2 and PyMySQL for servers, in a
 subprocess running ``upstream_runner.py``) then answer the same random
-queries over the same file, and the answers must match: the same status,
+queries over the same database, and the answers must match: the same status,
 the same error text, the same *set* of allocation requests (upstream's
 order is undefined) and the same provider summaries.
 
@@ -17,14 +19,13 @@ import json
 import os
 import random
 import subprocess
-import tempfile
 
 import pytest
-import sqlalchemy as sa
 import webob
 
 from placement.db import api as db_api
 from placement import deploy
+from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional import fixtures
 
@@ -273,17 +274,15 @@ def _compare_with_upstream(rnd, cases, make_world):
     wi = -1
     while checked < cases:
         wi += 1
-        tmp = tempfile.mkdtemp(prefix='ac-diff-')
-        db_path = os.path.join(tmp, 'db.sqlite')
-        subprocess.run([UPSTREAM_PY, RUNNER, db_path, 'init'], check=True,
+        db = test_db.TestDatabase(schema=False)
+        subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
                        cwd='/')
-        url = 'sqlite:///' + db_path
-        engine = sa.create_engine(url)
+        engine = db.engine
         world = make_world(rnd).write(engine)
-        conf = fixtures.build_test_conf(url)
+        conf = fixtures.build_test_conf(db.url)
         db_api.configure(conf)
         undo = db_api.patch_engine(engine)
-        upstream = _Upstream(db_path)
+        upstream = _Upstream(db.url)
         try:
             app = deploy.loadapp(conf)
             for _ in range(QUERIES_PER_WORLD):
@@ -305,7 +304,7 @@ def _compare_with_upstream(rnd, cases, make_world):
         finally:
             upstream.close()
             undo()
-            engine.dispose()
+            db.drop()
     report = '\n'.join('world %d %s @%s\n ours:     %s\n upstream: %s'
                        % m for m in mismatches[:5])
     assert not mismatches, '%d/%d differ:\n%s' % (
