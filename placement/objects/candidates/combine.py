@@ -92,15 +92,10 @@ class Candidate:
     @classmethod
     def whole(cls, group, rp):
         """The candidate where provider ``rp`` (``sole``) alone serves
-        ``group`` (the only group): its allocations are the group's shared
-        amounts."""
+        ``group`` (the only group; a flat world's answers, a thousand at a
+        time): allocations and mappings are made only if asked for."""
         cand = cls((group,), ((rp,) * len(group.resources),))
         cand.sole = rp
-        one = group.one_provider.get(rp)
-        if one is None:
-            one = group.one_provider[rp] = [rp]
-        cand._alloc = {rp: group.amounts}
-        cand._maps = {group.suffix: one}
         return cand
 
     def _build(self):

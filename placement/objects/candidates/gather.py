@@ -396,25 +396,22 @@ def flat_answer(ctx, conn, rg, wide):
              bool(rg.forbidden_aggs), bool(forbidden), bool(rg.in_tree), pg)
     rows = prepared.rows(conn, ('flat',) + shape,
                          lambda: _flat_statement(shape), params)
+    rc_ids = {row[2] for row in rows}
+    rc_ids.discard(None)
+    rc_names = rc_obj.names_for_ids(ctx, rc_ids) if rc_ids else {}
     provs = {}
     trait_rows = []
-    rc_ids = set()
-    for row in rows:
-        rid, _uuid, rc_id, total = row[:4]
-        if rid == _FLAG_ROW:
-            if total:
-                return None
-        elif rc_id is None:
-            trait_rows.append((rid, total))
-        else:
-            rc_ids.add(rc_id)
-    rc_names = rc_obj.names_for_ids(ctx, rc_ids) if rc_ids else {}
+    provider = combine.Provider
     for rid, uuid, rc_id, total, reserved, ratio, max_unit, used in rows:
         if rc_id is None:
+            if rid != _FLAG_ROW:
+                trait_rows.append((rid, total))
+            elif total:
+                return None     # not flat: that row came alone
             continue
         prov = provs.get(rid)
         if prov is None:
-            prov = provs[rid] = combine.Provider(rid, uuid, None, rid)
+            prov = provs[rid] = provider(rid, uuid, None, rid)
         prov.inventory[rc_names[rc_id]] = (
             int((total - reserved) * ratio), int(used or 0), max_unit)
     _set_traits(ctx, provs, trait_rows)
