@@ -157,13 +157,24 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     with_traits = want.matches(TRAITS_IN_SUMMARIES)
     nested = want.matches(NESTED_AWARE)
     out = {}
+    # Providers alike share one sorted list (read-only, like every part
+    # of the body).
+    sorted_traits = {}
     for prov in shown:
-        summary = {'resources': {
-            rc: {'capacity': cap, 'used': used_amt}
-            for rc, (cap, used_amt, _max) in prov.inventory.items()
-            if all_classes or rc in requested}}
+        if all_classes:
+            resources = {rc: {'capacity': cap, 'used': used_amt}
+                         for rc, (cap, used_amt, _max)
+                         in prov.inventory.items()}
+        else:
+            resources = {rc: {'capacity': cap, 'used': used_amt}
+                         for rc, (cap, used_amt, _max)
+                         in prov.inventory.items() if rc in requested}
+        summary = {'resources': resources}
         if with_traits:
-            summary['traits'] = sorted(prov.traits)
+            traits = sorted_traits.get(prov.traits)
+            if traits is None:
+                traits = sorted_traits[prov.traits] = sorted(prov.traits)
+            summary['traits'] = traits
         if nested:
             parent = providers.get(prov.parent_id)
             summary['parent_provider_uuid'] = parent.uuid if parent else None
