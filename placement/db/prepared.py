@@ -28,9 +28,11 @@ LOG = logging.getLogger(__name__)
 
 # Shapes seen; odd requests must not grow this forever.
 _MAX_SHAPES = 512
-# psycopg2's SQLSTATEs for a prepared statement that the session lacks,
-# or has already: the server session is not the one we prepared on.
-_SESSION_MOVED = {'26000', '42P05'}
+# SQLSTATEs for a prepared statement that the session lacks, or has
+# already (the server session is not the one we prepared on), or whose
+# result type a schema change altered ("cached plan must not change
+# result type", a database upgraded under running workers).
+_SESSION_MOVED = {'26000', '42P05', '0A000'}
 # The key in a pooled connection's info (kept for the life of the DBAPI
 # connection, cleared when it is replaced).
 _INFO_KEY = 'placement_prepared'

@@ -190,6 +190,19 @@ def upstream_keeps_one_anchor_for_sharing_pick(path, world):
     return unnumbered <= offered
 
 
+def upstream_compares_trait_ids_with_names(theirs):
+    """Upstream 16.0.0, for forbidden traits of the unnumbered group in a
+    world with trees, compares ``trait_id`` with the trait *names*
+    (``rptt_forbidden.trait_id IN ('CUSTOM_A')``): SQLite and MySQL
+    quietly match nothing, PostgreSQL refuses the statement and upstream
+    answers 500. Nothing to compare with then."""
+    if theirs['status'] != 500:
+        return False
+    errors = theirs['body'].get('errors', [{}])
+    return any('invalid input syntax for type integer' in
+               (e.get('detail') or '') for e in errors)
+
+
 def within(mine, theirs):
     """Upstream's answer is part of ours (see
     upstream_keeps_one_anchor_for_sharing_pick)."""
@@ -291,6 +304,9 @@ def _compare_with_upstream(rnd, cases, make_world):
                     skipped += 1
                     continue
                 theirs = upstream.get(path, version)
+                if upstream_compares_trait_ids_with_names(theirs):
+                    skipped += 1
+                    continue
                 mine = _ours(app, path, version)
                 a = normalize(mine['status'], mine['body'])
                 b = normalize(theirs['status'], theirs['body'])

@@ -106,3 +106,19 @@ def test_connection_that_lost_its_statements():
         with _statements(engine) as sent:
             assert twr.get(app, FLAT, '1.39') == expected
         assert 'PREPARE' not in sent and 'EXECUTE' not in sent
+
+
+def test_schema_changed_under_prepared_statements():
+    """A column type altered while workers run (an upgrade): PostgreSQL
+    refuses to run the old plan ("cached plan must not change result
+    type"); the request is answered all the same, unprepared."""
+    with _app() as (app, engine):
+        expected = twr.get(app, FLAT, '1.39')
+        assert expected[0] == 200 and expected[1]['allocation_requests']
+        assert prepared.enabled()
+        with engine.begin() as conn:
+            conn.exec_driver_sql('ALTER TABLE resource_providers '
+                                 'ALTER COLUMN uuid TYPE varchar(40)')
+        for _ in range(4):
+            assert twr.get(app, FLAT, '1.39') == expected
+        assert not prepared.enabled()
