@@ -542,7 +542,7 @@ class Gatherer:
     # -- names to ids -------------------------------------------------------
 
     def _trait_ids(self, names):
-        return {trait_obj.id_for_name(self.ctx, name) for name in names}
+        return _trait_ids(self.ctx, names)
 
     def _resolve(self, groups):
         wide = self.wide
