@@ -220,14 +220,30 @@ def _in_param(col, name, postgresql_array, type_=sa.Integer):
     return col.in_(sa.bindparam(name, expanding=True))
 
 
+def _some_child():
+    """A provider with a parent, if any."""
+    return sa.select(_RP.c.id).where(_RP.c.parent_provider_id.isnot(None))
+
+
+def _some_sharer(param):
+    """A provider holding the sharing trait (its id bound as ``param``)."""
+    return sa.select(_RPT.c.resource_provider_id).where(
+        _RPT.c.trait_id == sa.bindparam(param))
+
+
+def _sharing_trait_id(ctx):
+    """The sharing trait's id; None if the trait table lacks it."""
+    try:
+        return trait_obj.id_for_name(ctx, SHARING_TRAIT)
+    except exception.TraitNotFound:
+        return None
+
+
 def _facts_statement(with_aggs, postgresql_array):
     # Scalar subqueries: each is one index probe. (SQLite scans the
     # table for min() and max() asked side by side.)
-    child = sa.select(_RP.c.id).where(
-        _RP.c.parent_provider_id.isnot(None)).limit(1).scalar_subquery()
-    sharer = sa.select(_RPT.c.resource_provider_id).where(
-        _RPT.c.trait_id == sa.bindparam('sharing_trait')).limit(1)\
-        .scalar_subquery()
+    child = _some_child().limit(1).scalar_subquery()
+    sharer = _some_sharer('sharing_trait').limit(1).scalar_subquery()
     facts = sa.select(
         sa.select(sa.func.min(_RP.c.id)).scalar_subquery().label('lo'),
         sa.select(sa.func.max(_RP.c.id)).scalar_subquery().label('hi'),
@@ -283,11 +299,8 @@ def _flat_statement(shape):
         used = sa.func.coalesce(usage.c.used, 0)
     rp = _RP.c.id
     # Uncorrelated: evaluated once, and when true nothing else is read.
-    not_flat = sa.or_(
-        sa.exists(sa.select(_RP.c.id).where(
-            _RP.c.parent_provider_id.isnot(None))),
-        sa.exists(sa.select(_RPT.c.resource_provider_id).where(
-            _RPT.c.trait_id == sa.bindparam('sharing'))))
+    not_flat = sa.or_(sa.exists(_some_child()),
+                      sa.exists(_some_sharer('sharing')))
     conds = [~not_flat, _in_param(rc, 'classes', pg),
              _fits(used, amount, sqlite)]
     conds.extend(_in_agg_uuids(rp, 'm%d' % i, pg)
@@ -370,14 +383,12 @@ def flat_answer(ctx, conn, rg, wide):
         forbidden = _trait_ids(ctx, sorted(rg.forbidden | wide.root_forbidden))
     except (exception.ResourceClassNotFound, exception.TraitNotFound):
         return None
-    try:
-        sharing = trait_obj.id_for_name(ctx, SHARING_TRAIT)
-    except exception.TraitNotFound:
-        sharing = -1
+    sharing = _sharing_trait_id(ctx)
     dialect = conn.dialect.name
     sqlite = dialect == 'sqlite'
     pg = dialect == 'postgresql'
-    params = {'classes': classes, 'sharing': sharing}
+    params = {'classes': classes,
+              'sharing': sharing if sharing is not None else -1}
     for i, (rc_id, amount) in enumerate(zip(classes,
                                             rg.resources.values())):
         params['c%d' % i] = rc_id
@@ -631,10 +642,7 @@ class Gatherer:
             self.groups = saved
 
     def _sharing_trait_id(self):
-        try:
-            return trait_obj.id_for_name(self.ctx, SHARING_TRAIT)
-        except exception.TraitNotFound:
-            return None
+        return _sharing_trait_id(self.ctx)
 
     def _sharing_providers(self):
         tid = self._sharing_trait_id()
