@@ -13,6 +13,14 @@ from placement import deploy
 _LOCK = threading.Lock()
 _APP = None
 
+# Allocations, less deallocations, of container objects between two young
+# collections (CPython's default: 700). One flat allocation-candidates
+# answer holds a few thousand small dicts alive while it is built, so the
+# default collects two or three times per request, each time walking all of
+# them and finding no garbage (0.2 ms per request). Requests free what they
+# built by reference counting; cycles wait a little longer.
+YOUNG_COLLECTION_THRESHOLD = 20000
+
 
 def init_application():
     conf = placement_conf.build_conf(logging_setup=True)
@@ -22,7 +30,15 @@ def init_application():
     # collector's sight, so collections during requests stay short (2-3 ms
     # less per large allocation-candidates answer).
     gc.freeze()
+    tune_gc()
     return app
+
+
+def tune_gc():
+    """Collect the young generation less often; older ones keep their
+    ratios to it."""
+    _young, *older = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *older)
 
 
 def _get_app():
