@@ -8,6 +8,7 @@ came back, so service resumes on the first request after an outage; new
 connections time out after CONNECT_TIMEOUT seconds (503 meanwhile, see
 fault_wrap).
 """
+import contextlib
 import functools
 
 from oslo_db import api as oslo_db_api
@@ -83,6 +84,41 @@ def configure(conf):
 
 def get_engine():
     return context_manager.writer.get_engine()
+
+
+@contextlib.contextmanager
+def one_statement_reader(ctx):
+    """A connection for a read that is one statement. On PostgreSQL it
+    runs outside any transaction: one statement sees one snapshot anyway,
+    and BEGIN and ROLLBACK are two round trips more (0.18 ms, a twentieth
+    of a flat allocation-candidates answer). psycopg2's own autocommit flag
+    is flipped, not SQLAlchemy's isolation level, whose reset at check-in
+    costs a round trip of its own. Elsewhere it is ``ctx``'s read
+    transaction: on SQLite a second connection beside it (a name looked up
+    meanwhile) would wait for its lock."""
+    engine = get_engine()
+    if engine.dialect.driver != 'psycopg2':
+        with reader.connection.using(ctx) as conn:
+            yield conn
+        return
+    with engine.connect() as conn:
+        dbapi_conn = conn.connection.driver_connection
+        flip = not dbapi_conn.autocommit and _pg_idle(dbapi_conn)
+        if flip:
+            dbapi_conn.autocommit = True
+        try:
+            yield conn
+        finally:
+            if flip and not dbapi_conn.closed:
+                dbapi_conn.autocommit = False
+
+
+def _pg_idle(dbapi_conn):
+    """No transaction open on this psycopg2 connection (a checkout
+    listener may have begun one); psycopg2 refuses autocommit then."""
+    from psycopg2 import extensions
+    return (dbapi_conn.get_transaction_status() ==
+            extensions.TRANSACTION_STATUS_IDLE)
 
 
 def patch_engine(engine):

@@ -971,7 +971,6 @@ class Gatherer:
 
 
 @prepared.retry_unprepared
-@db_api.reader.connection
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
          strategy='depth-first', randomize=False):
     """The allocation candidates for ``groups`` (request.RequestGroup by
@@ -990,11 +989,20 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     if wide.limit is not None and not randomize:
         cap = wide.limit if cap is None else min(cap, wide.limit)
     if cap is None and flat_shaped(groups, wide):
-        answer = flat_answer(ctx, ctx.connection,
-                             next(iter(groups.values())), wide)
+        with db_api.one_statement_reader(ctx) as conn:
+            answer = flat_answer(ctx, conn, next(iter(groups.values())),
+                                 wide)
         if answer is not None:
             found, providers = answer
             return _randomized(found, wide, randomize), providers, False
+    return _search(ctx, groups, wide, cap, nested_aware, strategy,
+                   randomize)
+
+
+@db_api.reader.connection
+def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize):
+    """Any world: gather windows of roots, combine depth first, stop at
+    ``cap`` candidates."""
     try:
         gatherer = Gatherer(ctx, groups, wide)
     except Empty:

@@ -115,10 +115,61 @@ def test_schema_changed_under_prepared_statements():
     with _app() as (app, engine):
         expected = twr.get(app, FLAT, '1.39')
         assert expected[0] == 200 and expected[1]['allocation_requests']
-        assert prepared.enabled()
-        with engine.begin() as conn:
+        # The upgrade runs elsewhere (placement-manage): the app's pool
+        # keeps its connections, and their statements, as they were.
+        upgrade = sa.create_engine(
+            engine.url.render_as_string(hide_password=False))
+        with upgrade.begin() as conn:
             conn.exec_driver_sql('ALTER TABLE resource_providers '
                                  'ALTER COLUMN uuid TYPE varchar(40)')
+        upgrade.dispose()
         for _ in range(4):
             assert twr.get(app, FLAT, '1.39') == expected
         assert not prepared.enabled()
+
+
+def _flat_world():
+    w = cw.WorldBuilder()
+    for i in range(4):
+        name = 'cn%d' % i
+        w.provider(name)
+        w.inventory(name, 'VCPU', 4)
+        w.inventory(name, 'MEMORY_MB', 1024)
+        if i % 2 == 0:
+            w.aggregate(name, AGG)
+            w.trait(name, 'HW_CPU_X86_AVX2')
+    return w
+
+
+def test_flat_answer_runs_outside_a_transaction():
+    """A flat world's answer is one statement: PostgreSQL runs it with no
+    BEGIN and no ROLLBACK around it (two round trips fewer), and the
+    pooled connections go back to transactions afterwards."""
+    from psycopg2 import extensions
+    with fixtures.app_and_engine_over_world(_flat_world()) as (app, engine):
+        states = []
+
+        def after(conn, cursor, statement, params, context, executemany):
+            # The candidates' statements (names are looked up elsewhere).
+            if statement.startswith(('PREPARE', 'EXECUTE')):
+                states.append(conn.connection.driver_connection
+                              .get_transaction_status())
+
+        sa.event.listen(engine, 'after_cursor_execute', after)
+        try:
+            for _ in range(3):
+                status, body = twr.get(app, FLAT, '1.39')
+                assert status == 200
+                assert len(body['allocation_requests']) == 2
+        finally:
+            sa.event.remove(engine, 'after_cursor_execute', after)
+        assert len(states) >= 3
+        assert set(states) == {extensions.TRANSACTION_STATUS_IDLE}
+        pooled = [engine.connect() for _ in range(engine.pool.checkedin())]
+        try:
+            assert pooled
+            assert not any(c.connection.driver_connection.autocommit
+                           for c in pooled)
+        finally:
+            for c in pooled:
+                c.close()
