@@ -88,22 +88,18 @@ def get_engine():
 
 @contextlib.contextmanager
 def one_statement_reader(ctx):
-    """A connection for a read that is one statement. On PostgreSQL it
-    runs outside any transaction: one statement sees one snapshot anyway,
-    and BEGIN and ROLLBACK are two round trips more (0.18 ms, a twentieth
-    of a flat allocation-candidates answer). psycopg2's own autocommit flag
-    is flipped, not SQLAlchemy's isolation level, whose reset at check-in
-    costs a round trip of its own. Elsewhere it is ``ctx``'s read
-    transaction: on SQLite a second connection beside it (a name looked up
-    meanwhile) would wait for its lock."""
-    engine = get_engine()
-    if engine.dialect.driver != 'psycopg2':
-        with reader.connection.using(ctx) as conn:
-            yield conn
-        return
-    with engine.connect() as conn:
+    """``ctx``'s read connection, for reads that are each one statement.
+    On PostgreSQL they run outside any transaction: one statement sees
+    one snapshot anyway, and BEGIN and ROLLBACK are two round trips more
+    (0.18 ms, a twentieth of a flat allocation-candidates answer).
+    psycopg2's own autocommit flag is flipped, and back before the
+    enginefacade ends its (then empty) transaction; SQLAlchemy's isolation
+    level is not used, as its reset at check-in costs a round trip of its
+    own. Lookups nested in the block share the connection."""
+    with reader.connection.using(ctx) as conn:
         dbapi_conn = conn.connection.driver_connection
-        flip = not dbapi_conn.autocommit and _pg_idle(dbapi_conn)
+        flip = (conn.dialect.driver == 'psycopg2' and
+                not dbapi_conn.autocommit and _pg_idle(dbapi_conn))
         if flip:
             dbapi_conn.autocommit = True
         try:
