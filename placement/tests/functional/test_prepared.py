@@ -24,9 +24,11 @@ NESTED = ('/allocation_candidates?resources_A=VCPU:1&resources_B=VCPU:1'
           '&group_policy=isolate')
 
 
-def _world():
+def _world(roots=6, numa=True):
+    """Compute nodes, half in AGG with AVX2; with ``numa``, two NUMA
+    children each (the world is then not flat)."""
     w = cw.WorldBuilder()
-    for i in range(6):
+    for i in range(roots):
         name = 'cn%d' % i
         w.provider(name)
         w.inventory(name, 'VCPU', 4)
@@ -34,7 +36,7 @@ def _world():
         if i % 2 == 0:
             w.aggregate(name, AGG)
             w.trait(name, 'HW_CPU_X86_AVX2')
-        for j in range(2):
+        for j in range(2 if numa else 0):
             w.provider('%s_numa%d' % (name, j), parent=name)
             w.inventory('%s_numa%d' % (name, j), 'VCPU', 2)
     return w
@@ -128,25 +130,13 @@ def test_schema_changed_under_prepared_statements():
         assert not prepared.enabled()
 
 
-def _flat_world():
-    w = cw.WorldBuilder()
-    for i in range(4):
-        name = 'cn%d' % i
-        w.provider(name)
-        w.inventory(name, 'VCPU', 4)
-        w.inventory(name, 'MEMORY_MB', 1024)
-        if i % 2 == 0:
-            w.aggregate(name, AGG)
-            w.trait(name, 'HW_CPU_X86_AVX2')
-    return w
-
-
 def test_flat_answer_runs_outside_a_transaction():
     """A flat world's answer is one statement: PostgreSQL runs it with no
     BEGIN and no ROLLBACK around it (two round trips fewer), and the
     pooled connections go back to transactions afterwards."""
     from psycopg2 import extensions
-    with fixtures.app_and_engine_over_world(_flat_world()) as (app, engine):
+    with fixtures.app_and_engine_over_world(
+            _world(roots=4, numa=False)) as (app, engine):
         states = []
 
         def after(conn, cursor, statement, params, context, executemany):
