@@ -552,13 +552,10 @@ class Gatherer:
 
     # -- names to ids -------------------------------------------------------
 
-    def _trait_ids(self, names):
-        return _trait_ids(self.ctx, names)
-
     def _resolve(self, groups):
         wide = self.wide
-        self.root_required = self._trait_ids(sorted(wide.root_required))
-        self.root_forbidden = self._trait_ids(sorted(wide.root_forbidden))
+        self.root_required = _trait_ids(self.ctx, sorted(wide.root_required))
+        self.root_forbidden = _trait_ids(self.ctx, sorted(wide.root_forbidden))
         if self.root_required or self.root_forbidden:
             roots = sa.select(_RP.c.id).where(
                 _RP.c.parent_provider_id.is_(None))
@@ -583,9 +580,9 @@ class Gatherer:
                     empty = True
                 member_of.append(ids)
             try:
-                required = [self._trait_ids(sorted(any_of))
+                required = [_trait_ids(self.ctx, sorted(any_of))
                             for any_of in rg.required]
-                forbidden = self._trait_ids(sorted(rg.forbidden))
+                forbidden = _trait_ids(self.ctx, sorted(rg.forbidden))
             except exception.TraitNotFound:
                 # Upstream looks at member_of before traits.
                 if empty or (member_of and not self._any_in_all(member_of)):
@@ -641,11 +638,8 @@ class Gatherer:
         finally:
             self.groups = saved
 
-    def _sharing_trait_id(self):
-        return _sharing_trait_id(self.ctx)
-
     def _sharing_providers(self):
-        tid = self._sharing_trait_id()
+        tid = _sharing_trait_id(self.ctx)
         if tid is None or not self._any_sharing:
             return set()
         return {r[0] for r in self.conn.execute(
@@ -656,7 +650,7 @@ class Gatherer:
         """The id range of providers, whether any has a parent, whether
         any shares its inventory and the ids of ``agg_uuids`` (those that
         exist), in one round trip."""
-        tid = self._sharing_trait_id()
+        tid = _sharing_trait_id(self.ctx)
         params = {'sharing_trait': tid if tid is not None else -1}
         key = ('facts', bool(agg_uuids), self.postgresql)
         if agg_uuids:
