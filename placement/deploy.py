@@ -43,7 +43,8 @@ def update_database(conf):
     migrate when asked (always for the embedded SQLite default, so a
     newcomer needs no setup), then make sure the standard traits and
     resource classes of the installed os-traits / os-resource-classes are
-    present."""
+    present. Lookups cached from an earlier database are dropped."""
+    from placement.objects import aggregate as agg_obj
     from placement.objects import resource_class as rc_obj
     from placement.objects import trait as trait_obj
     from placement import conf as placement_conf
@@ -52,6 +53,7 @@ def update_database(conf):
                 or placement_conf.uses_embedded_database(conf)):
             migration.upgrade('head')
         ctx = placement_context.admin_context(conf)
+        agg_obj.reset_ids()
         trait_obj.ensure_sync(ctx)
         rc_obj.ensure_sync(ctx)
 

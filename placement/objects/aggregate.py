@@ -11,6 +11,33 @@ from placement.objects import resource_provider as rp_obj
 _AGG = models.AGG
 _RPA = models.RPA
 
+# uuid -> id of the aggregates this process has read. Rows of
+# placement_aggregates are never deleted nor renumbered, so an id once
+# read stays right for as long as the database; uuids not (yet) there are
+# never cached. Dropped whenever an application is built over a database.
+_IDS = {}
+
+
+def reset_ids():
+    _IDS.clear()
+
+
+def ids_for_uuids(conn, agg_uuids):
+    """{uuid: id} for those of ``agg_uuids`` that exist, read on ``conn``
+    (a Connection) only for uuids not seen before.
+
+    Queries name aggregates by uuid, but filtering on their ids is what
+    lets PostgreSQL plan well: placement_aggregates holds a handful of
+    rows, too few for autovacuum ever to analyze it, and a join to a table
+    without statistics was estimated at a few rows where a thousand
+    providers matched (a plan 1.7 times slower for the perfload query)."""
+    missing = sorted(set(agg_uuids).difference(_IDS))
+    if missing:
+        _IDS.update(conn.execute(
+            sa.select(_AGG.c.uuid, _AGG.c.id)
+            .where(_AGG.c.uuid.in_(missing))).all())
+    return {u: _IDS[u] for u in agg_uuids if u in _IDS}
+
 
 @db_api.reader
 def get_for_provider(ctx, rp_id):

@@ -41,6 +41,7 @@ from placement.db import api as db_api
 from placement.db import models
 from placement.db import prepared
 from placement import exception
+from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -259,20 +260,11 @@ def _facts_statement(with_aggs, postgresql_array):
                             sa.String)))
 
 
-def _in_agg_uuids(rp_col, name, pg):
-    """``rp_col`` is in one of the aggregates whose uuids are bound as
-    ``name`` (unknown uuids match nothing)."""
-    aggs = sa.select(_AGG.c.id).where(_in_param(_AGG.c.uuid, name, pg,
-                                                sa.String))
-    return rp_col.in_(sa.select(_RPA.c.resource_provider_id).where(
-        _RPA.c.aggregate_id.in_(aggs)))
-
-
 def _flat_statement(shape):
     """The flat world's one statement (see flat_answer) for a request of
     this ``shape``; values are bound by name: classes, c<i>/a<i> (class
-    ids and amounts), m<i> (member_of any-of lists of aggregate uuids),
-    r<i> (required any-of trait id lists), fa (forbidden aggregate uuids),
+    ids and amounts), m<i> (member_of any-of lists of aggregate ids),
+    r<i> (required any-of trait id lists), fa (forbidden aggregate ids),
     ft (forbidden trait ids), tree (in_tree's uuid), sharing (the sharing
     trait's id).
 
@@ -303,12 +295,12 @@ def _flat_statement(shape):
                       sa.exists(_some_sharer('sharing')))
     conds = [~not_flat, _in_param(rc, 'classes', pg),
              _fits(used, amount, sqlite)]
-    conds.extend(_in_agg_uuids(rp, 'm%d' % i, pg)
+    conds.extend(_in_aggs(rp, 'm%d' % i, postgresql_array=pg)
                  for i in range(n_member_of))
     conds.extend(_has_trait(rp, 'r%d' % i, postgresql_array=pg)
                  for i in range(n_required))
     if forbidden_aggs:
-        conds.append(~_in_agg_uuids(rp, 'fa', pg))
+        conds.append(~_in_aggs(rp, 'fa', postgresql_array=pg))
     if forbidden_traits:
         conds.append(~_has_trait(rp, 'ft', postgresql_array=pg))
     if in_tree:
@@ -372,8 +364,10 @@ def flat_answer(ctx, conn, rg, wide):
     clouds (nova's perfload job among them). One statement, one round
     trip, finds the providers able to serve every class (capacity,
     filters) with their whole inventories, usage and traits; it also says
-    whether the world is flat. Names that do not resolve answer None too:
-    the general path reports them as upstream does."""
+    whether the world is flat (aggregate uuids are turned into ids first,
+    read once per process, see aggregate.ids_for_uuids). Names that do not
+    resolve answer None too: the general path reports them as upstream
+    does."""
     try:
         classes = [rc_obj.id_for_name(ctx, name) for name in rg.resources]
         required = ([_trait_ids(ctx, sorted(any_of))
@@ -383,6 +377,14 @@ def flat_answer(ctx, conn, rg, wide):
         forbidden = _trait_ids(ctx, sorted(rg.forbidden | wide.root_forbidden))
     except (exception.ResourceClassNotFound, exception.TraitNotFound):
         return None
+    agg_ids = agg_obj.ids_for_uuids(
+        conn, set().union(rg.forbidden_aggs, *rg.member_of))
+    member_of = [sorted(agg_ids[u] for u in any_of if u in agg_ids)
+                 for any_of in rg.member_of]
+    if not all(member_of):
+        return [], {}       # an aggregate asked for that does not exist
+    forbidden_aggs = sorted(agg_ids[u] for u in rg.forbidden_aggs
+                            if u in agg_ids)
     sharing = _sharing_trait_id(ctx)
     dialect = conn.dialect.name
     sqlite = dialect == 'sqlite'
@@ -393,18 +395,18 @@ def flat_answer(ctx, conn, rg, wide):
                                             rg.resources.values())):
         params['c%d' % i] = rc_id
         params['a%d' % i] = amount
-    for i, uuids in enumerate(rg.member_of):
-        params['m%d' % i] = sorted(uuids)
+    for i, ids in enumerate(member_of):
+        params['m%d' % i] = ids
     for i, ids in enumerate(required):
         params['r%d' % i] = sorted(ids)
-    if rg.forbidden_aggs:
-        params['fa'] = sorted(rg.forbidden_aggs)
+    if forbidden_aggs:
+        params['fa'] = forbidden_aggs
     if forbidden:
         params['ft'] = sorted(forbidden)
     if rg.in_tree:
         params['tree'] = rg.in_tree
-    shape = (sqlite, len(classes), len(rg.member_of), len(required),
-             bool(rg.forbidden_aggs), bool(forbidden), bool(rg.in_tree), pg)
+    shape = (sqlite, len(classes), len(member_of), len(required),
+             bool(forbidden_aggs), bool(forbidden), bool(rg.in_tree), pg)
     rows = prepared.rows(conn, ('flat',) + shape,
                          lambda: _flat_statement(shape), params)
     rc_ids = {row[2] for row in rows}
