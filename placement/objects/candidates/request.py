@@ -126,7 +126,7 @@ def parse_groups(params, version, wide):
             raise _bad('Resourceless suffixed group request should be '
                        'specified in `same_subtree` query param: bad '
                        'group(s) - %s.' % bad, errors.QUERYPARAM_BAD_VALUE)
-        bad = [s for s in in_subtrees if s not in groups]
+        bad = sorted(s for s in in_subtrees if s not in groups)
         if bad:
             raise _bad('Real suffixes should be specified in '
                        '`same_subtree`: %s not found in %s.'
