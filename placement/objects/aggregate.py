@@ -36,6 +36,8 @@ def ids_for_uuids(conn, agg_uuids):
         _IDS.update(conn.execute(
             sa.select(_AGG.c.uuid, _AGG.c.id)
             .where(_AGG.c.uuid.in_(missing))).all())
+    # Exact matches only, as upstream: MySQL's collations would match
+    # another case too, and such a row is not the aggregate named.
     return {u: _IDS[u] for u in agg_uuids if u in _IDS}
 
 

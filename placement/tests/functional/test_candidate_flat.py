@@ -212,3 +212,23 @@ def test_aggregate_ids_are_read_once():
     first, second, third = ' '.join(map(str, reads)).split('end')[:3]
     assert first.count('True') == 1
     assert 'True' not in second + third
+
+
+def test_aggregate_uuids_in_another_case_name_no_aggregate(monkeypatch):
+    """member_of uuids are matched exactly, as upstream does on every
+    database, MySQL included (whose collations would ignore case: the
+    flat statement's join by uuid once matched them there)."""
+    w = cw.WorldBuilder()
+    w.provider('cn', uuid=BOTH)
+    w.inventory('cn', 'VCPU', 8)
+    w.aggregate('cn', diff.AGGS[0])
+    upper = diff.AGGS[0].upper()
+    queries = ['/allocation_candidates?resources=VCPU:1&member_of=' + upper,
+               '/allocation_candidates?resources=VCPU:1&member_of=!' + upper]
+    with fixtures.app_over_world(w) as app:
+        got = [twr.get(app, q, '1.39') for q in queries]
+        with monkeypatch.context() as m:
+            m.setattr(gather, 'flat_shaped', lambda *args: False)
+            expected = [twr.get(app, q, '1.39') for q in queries]
+    assert got == expected
+    assert [_names(w, body) for _status, body in got] == [[], ['cn']]

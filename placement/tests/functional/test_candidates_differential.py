@@ -444,17 +444,22 @@ _MISTAKES = [
     ('root_required empty', 35, 39, _add('root_required', '')),
     ('empty suffix', 33, 39, _add('resources_', 'VCPU:1')),
     ('suffixed group_policy', 25, 39, _add('group_policy1', 'none')),
+    # Not mistakes: uuids in upper case (MySQL's collations ignore case).
+    ('member_of in upper case', 21, 39, _add('member_of', AGGS[0].upper())),
+    ('member_of forbidden in upper case', 32, 39,
+     _add('member_of', '!' + AGGS[1].upper())),
 ]
 
 
-def test_invalid_queries_match_upstream():
+@pytest.mark.parametrize('flat', [False, True], ids=['trees', 'flat'])
+def test_invalid_queries_match_upstream(flat):
     """Every mistake, made to random valid queries at random
     microversions: the same status, error text and code as upstream."""
-    rnd = random.Random(SEED + 2)
+    rnd = random.Random(SEED + 2 + flat)
     db = test_db.TestDatabase(schema=False)
     subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
                    cwd='/')
-    world = random_world(rnd).write(db.engine)
+    world = random_world(rnd, flat=flat).write(db.engine)
     conf = fixtures.build_test_conf(db.url)
     db_api.configure(conf)
     undo = db_api.patch_engine(db.engine)
