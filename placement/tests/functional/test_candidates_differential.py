@@ -341,23 +341,23 @@ def _compare_with_upstream(rnd, cases, make_world):
 
 
 # One way to get a query wrong per entry: (name, the microversions it is
-# a mistake at (lowest, highest minor), a function of (rnd, params)
-# changing the list of (key, value) pairs of a valid query).
+# a mistake at (lowest, highest minor), a function of (rnd, params,
+# world) changing the list of (key, value) pairs of a valid query).
 def _set(key, value):
-    def change(rnd, params):
+    def change(rnd, params, world):
         params[:] = [kv for kv in params if kv[0] != key]
         params.append((key, value))
     return change
 
 
 def _add(key, value):
-    def change(rnd, params):
+    def change(rnd, params, world):
         params.append((key, value))
     return change
 
 
 def _resources(value):
-    def change(rnd, params):
+    def change(rnd, params, world):
         keys = [i for i, kv in enumerate(params)
                 if kv[0].startswith('resources')]
         i = rnd.choice(keys)
@@ -365,12 +365,17 @@ def _resources(value):
     return change
 
 
-def _drop_group_policy(rnd, params):
+def _in_tree_upper(rnd, params, world):
+    params[:] = [kv for kv in params if not kv[0].startswith('in_tree')]
+    params.append(('in_tree', rnd.choice(world.rps)['uuid'].upper()))
+
+
+def _drop_group_policy(rnd, params, world):
     params[:] = [kv for kv in params if kv[0] != 'group_policy']
     params.extend([('resources1', 'VCPU:1'), ('resources2', 'VCPU:1')])
 
 
-def _drop_resources(rnd, params):
+def _drop_resources(rnd, params, world):
     params[:] = [kv for kv in params if not kv[0].startswith('resources')]
 
 
@@ -448,6 +453,7 @@ _MISTAKES = [
     ('member_of in upper case', 21, 39, _add('member_of', AGGS[0].upper())),
     ('member_of forbidden in upper case', 32, 39,
      _add('member_of', '!' + AGGS[1].upper())),
+    ('in_tree in upper case', 31, 39, _in_tree_upper),
 ]
 
 
@@ -473,7 +479,7 @@ def test_invalid_queries_match_upstream(flat):
             version = '1.%d' % rnd.randint(lo, hi)
             qs = path.split('?', 1)[1]
             params = [tuple(kv.split('=', 1)) for kv in qs.split('&')]
-            change(rnd, params)
+            change(rnd, params, world)
             if not params:
                 params = [('limit', '1')]
             path = '/allocation_candidates?' + '&'.join(
