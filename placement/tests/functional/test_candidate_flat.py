@@ -48,6 +48,80 @@ def test_flat_statement_answers_as_the_search(monkeypatch):
     assert sum(flat_calls) > 30
 
 
+@pytest.mark.parametrize('cap', ['limit', 'max_allocation_candidates'])
+def test_flat_statement_under_a_limit_answers_as_the_search(cap,
+                                                           monkeypatch):
+    """With a limit (nova always sends one) or max_allocation_candidates,
+    the flat statement answers when the search's first window would hold
+    every root: its first candidates must be the search's, in order."""
+    rnd = random.Random(20261124)
+    used_flat = []
+    real_flat = gather.flat_answer
+
+    def counting(*args):
+        answer = real_flat(*args)
+        used_flat.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(gather, 'flat_answer', counting)
+    limits = [1, 2, 3, 5, 1000]
+    checked = 0
+    world = twr.glued_world(rnd, 6, flat=True)
+    for n in limits if cap == 'max_allocation_candidates' else [None]:
+        overrides = ({('placement', 'max_allocation_candidates'): n}
+                     if n is not None else None)
+        with fixtures.app_over_world(world, overrides) as app:
+            for _ in range(60):
+                path, version = diff.random_query(rnd, world)
+                if cap == 'limit':
+                    if version < '1.16':
+                        version = '1.16'
+                    path += '&limit=%d' % rnd.choice(limits)
+                with monkeypatch.context() as m:
+                    m.setattr(gather, 'flat_shaped', lambda *args: False)
+                    expected = twr.get(app, path, version)
+                # However many ids the search saw: the flat statement.
+                monkeypatch.setitem(gather._SPAN, 'ids', 1)
+                got = twr.get(app, path, version)
+                assert got == expected, (path, version)
+                checked += expected[0] == 200 and len(
+                    expected[1]['allocation_requests']) > 1
+    assert checked > 20
+    assert sum(used_flat) > 20
+
+
+def test_a_limit_uses_the_flat_statement_when_one_window_holds_all():
+    """The span of provider ids decides: the flat statement when the
+    search's first window would hold every root, else the search."""
+    w = cw.WorldBuilder()
+    for i in range(3):
+        w.provider('cn%d' % i)
+        w.inventory('cn%d' % i, 'VCPU', 8)
+    answers = []
+    real_flat = gather.flat_answer
+
+    def recording(*args):
+        answers.append(real_flat(*args))
+        return answers[-1]
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(gather, 'flat_answer', recording)
+        with fixtures.app_over_world(w) as app:
+            path = '/allocation_candidates?resources=VCPU:1&limit=2'
+            m.setitem(gather._SPAN, 'ids', None)
+            first = twr.get(app, path, '1.39')     # span unknown: search
+            assert answers == []
+            assert gather._SPAN['ids'] == 3        # the search saw it
+            second = twr.get(app, path, '1.39')
+            assert len(answers) == 1 and answers[0] is not None
+            m.setitem(gather._SPAN, 'ids', 10 ** 9)   # too wide: search
+            third = twr.get(app, path, '1.39')
+            assert len(answers) == 1
+            assert gather._SPAN['ids'] == 3
+    assert first == second == third
+    assert len(first[1]['allocation_requests']) == 2
+
+
 BOTH = 'b0b0b0b0-0000-0000-0000-000000000001'
 
 _FILTER_CASES = [
