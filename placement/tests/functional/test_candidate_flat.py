@@ -21,17 +21,22 @@ from placement.tests.functional import test_candidate_windows_random as twr
 from placement.tests.functional import test_candidates_differential as diff
 
 
-def test_flat_statement_answers_as_the_search(monkeypatch):
-    rnd = random.Random(20261123)
-    flat_calls = []
+def _flat_answers(monkeypatch):
+    """The list of what gather.flat_answer returns, call by call."""
+    answers = []
     real_flat = gather.flat_answer
 
-    def counting(*args):
-        answer = real_flat(*args)
-        flat_calls.append(answer is not None)
-        return answer
+    def recording(*args):
+        answers.append(real_flat(*args))
+        return answers[-1]
 
-    monkeypatch.setattr(gather, 'flat_answer', counting)
+    monkeypatch.setattr(gather, 'flat_answer', recording)
+    return answers
+
+
+def test_flat_statement_answers_as_the_search(monkeypatch):
+    rnd = random.Random(20261123)
+    answers = _flat_answers(monkeypatch)
     checked = 0
     world = twr.glued_world(rnd, 6, flat=True)
     with fixtures.app_over_world(world) as app:
@@ -45,7 +50,7 @@ def test_flat_statement_answers_as_the_search(monkeypatch):
             checked += expected[0] == 200 and bool(
                 expected[1]['allocation_requests'])
     assert checked > 30
-    assert sum(flat_calls) > 30
+    assert sum(a is not None for a in answers) > 30
 
 
 @pytest.mark.parametrize('cap', ['limit', 'max_allocation_candidates'])
@@ -55,15 +60,7 @@ def test_flat_statement_under_a_limit_answers_as_the_search(cap,
     the flat statement answers when the search's first window would hold
     every root: its first candidates must be the search's, in order."""
     rnd = random.Random(20261124)
-    used_flat = []
-    real_flat = gather.flat_answer
-
-    def counting(*args):
-        answer = real_flat(*args)
-        used_flat.append(answer is not None)
-        return answer
-
-    monkeypatch.setattr(gather, 'flat_answer', counting)
+    answers = _flat_answers(monkeypatch)
     limits = [1, 2, 3, 5, 1000]
     checked = 0
     world = twr.glued_world(rnd, 6, flat=True)
@@ -87,7 +84,7 @@ def test_flat_statement_under_a_limit_answers_as_the_search(cap,
                 checked += expected[0] == 200 and len(
                     expected[1]['allocation_requests']) > 1
     assert checked > 20
-    assert sum(used_flat) > 20
+    assert sum(a is not None for a in answers) > 20
 
 
 def test_a_limit_uses_the_flat_statement_when_one_window_holds_all():
@@ -97,15 +94,8 @@ def test_a_limit_uses_the_flat_statement_when_one_window_holds_all():
     for i in range(3):
         w.provider('cn%d' % i)
         w.inventory('cn%d' % i, 'VCPU', 8)
-    answers = []
-    real_flat = gather.flat_answer
-
-    def recording(*args):
-        answers.append(real_flat(*args))
-        return answers[-1]
-
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(gather, 'flat_answer', recording)
+        answers = _flat_answers(m)
         with fixtures.app_over_world(w) as app:
             path = '/allocation_candidates?resources=VCPU:1&limit=2'
             m.setitem(gather._SPAN, 'ids', None)
@@ -181,14 +171,7 @@ def test_flat_statement_filters(query, expected):
 def test_a_child_or_a_sharing_provider_makes_the_world_not_flat(
         kind, monkeypatch):
     """The flat statement says so itself, and the search answers."""
-    answers = []
-    real_flat = gather.flat_answer
-
-    def recording(*args):
-        answers.append(real_flat(*args))
-        return answers[-1]
-
-    monkeypatch.setattr(gather, 'flat_answer', recording)
+    answers = _flat_answers(monkeypatch)
     w = cw.WorldBuilder()
     w.provider('cn')
     w.inventory('cn', 'VCPU', 8)

@@ -16,6 +16,7 @@ the full one is::
         placement/tests/functional/test_candidates_differential.py
 """
 import ast
+import contextlib
 import json
 import os
 import random
@@ -296,6 +297,26 @@ def _same(mine, theirs, path, world):
     return mine == theirs
 
 
+@contextlib.contextmanager
+def _both_over(world):
+    """(our app, upstream) over a fresh database holding ``world``, whose
+    schema upstream's migrations made."""
+    db = test_db.TestDatabase(schema=False)
+    subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
+                   cwd='/')
+    world.write(db.engine)
+    conf = fixtures.build_test_conf(db.url)
+    db_api.configure(conf)
+    undo = db_api.patch_engine(db.engine)
+    upstream = _Upstream(db.url)
+    try:
+        yield deploy.loadapp(conf), upstream
+    finally:
+        upstream.close()
+        undo()
+        db.drop()
+
+
 def _compare_with_upstream(rnd, cases, make_world):
     mismatches = []
     checked = 0
@@ -303,17 +324,8 @@ def _compare_with_upstream(rnd, cases, make_world):
     wi = -1
     while checked < cases:
         wi += 1
-        db = test_db.TestDatabase(schema=False)
-        subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
-                       cwd='/')
-        engine = db.engine
-        world = make_world(rnd).write(engine)
-        conf = fixtures.build_test_conf(db.url)
-        db_api.configure(conf)
-        undo = db_api.patch_engine(engine)
-        upstream = _Upstream(db.url)
-        try:
-            app = deploy.loadapp(conf)
+        world = make_world(rnd)
+        with _both_over(world) as (app, upstream):
             for _ in range(QUERIES_PER_WORLD):
                 path, version = random_query(rnd, world)
                 if upstream_shares_amount_objects(path):
@@ -329,10 +341,6 @@ def _compare_with_upstream(rnd, cases, make_world):
                 checked += 1
                 if not _same(a, b, path, world):
                     mismatches.append((wi, path, version, a, b))
-        finally:
-            upstream.close()
-            undo()
-            db.drop()
     report = '\n'.join('world %d %s @%s\n ours:     %s\n upstream: %s'
                        % m for m in mismatches[:5])
     assert not mismatches, '%d/%d differ:\n%s' % (
@@ -462,18 +470,10 @@ def test_invalid_queries_match_upstream(flat):
     """Every mistake, made to random valid queries at random
     microversions: the same status, error text and code as upstream."""
     rnd = random.Random(SEED + 2 + flat)
-    db = test_db.TestDatabase(schema=False)
-    subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
-                   cwd='/')
-    world = random_world(rnd, flat=flat).write(db.engine)
-    conf = fixtures.build_test_conf(db.url)
-    db_api.configure(conf)
-    undo = db_api.patch_engine(db.engine)
-    upstream = _Upstream(db.url)
+    world = random_world(rnd, flat=flat)
     mismatches = []
     errors = 0
-    try:
-        app = deploy.loadapp(conf)
+    with _both_over(world) as (app, upstream):
         for name, lo, hi, change in _MISTAKES * max(2, CASES // 30):
             path, version = random_query(rnd, world)
             version = '1.%d' % rnd.randint(lo, hi)
@@ -493,10 +493,6 @@ def test_invalid_queries_match_upstream(flat):
             errors += b[0] != 200
             if not _same(a, b, path, world):
                 mismatches.append((name, path, version, a, b))
-    finally:
-        upstream.close()
-        undo()
-        db.drop()
     report = '\n'.join('%s: %s @%s\n ours:     %s\n upstream: %s'
                        % m for m in mismatches[:8])
     assert not mismatches, '%d differ:\n%s' % (len(mismatches), report)
