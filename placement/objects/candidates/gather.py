@@ -51,7 +51,6 @@ _INV = models.INV
 _ALLOC = models.ALLOC
 _RPT = models.RPT
 _RPA = models.RPA
-_AGG = models.AGG
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # The first window holds this many roots per candidate asked for (at least
@@ -240,24 +239,15 @@ def _sharing_trait_id(ctx):
         return None
 
 
-def _facts_statement(with_aggs, postgresql_array):
+def _facts_statement():
     # Scalar subqueries: each is one index probe. (SQLite scans the
     # table for min() and max() asked side by side.)
     child = _some_child().limit(1).scalar_subquery()
     sharer = _some_sharer('sharing_trait').limit(1).scalar_subquery()
-    facts = sa.select(
+    return sa.select(
         sa.select(sa.func.min(_RP.c.id)).scalar_subquery().label('lo'),
         sa.select(sa.func.max(_RP.c.id)).scalar_subquery().label('hi'),
         child.label('child'), sharer.label('sharer'))
-    if not with_aggs:
-        return facts
-    # One row of facts, LEFT JOINed to the aggregates asked for.
-    facts = facts.subquery('facts')
-    return sa.select(
-        facts.c.lo, facts.c.hi, facts.c.child, facts.c.sharer, _AGG.c.uuid,
-        _AGG.c.id).select_from(facts.outerjoin(
-            _AGG, _in_param(_AGG.c.uuid, 'aggs', postgresql_array,
-                            sa.String)))
 
 
 def _flat_statement(shape):
@@ -443,10 +433,10 @@ def flat_answer(ctx, conn, rg, wide):
         if rc_id is None:
             if rid != _FLAG_ROW:
                 trait_rows.append((rid, total))
-                continue
-            _SPAN['ids'] = reserved
-            if total:
-                return None     # not flat: that row came alone
+            else:
+                _SPAN['ids'] = reserved
+                if total:
+                    return None     # not flat: that row came alone
             continue
         prov = provs.get(rid)
         if prov is None:
@@ -676,19 +666,14 @@ class Gatherer:
 
     def _world_facts(self, agg_uuids):
         """The id range of providers, whether any has a parent, whether
-        any shares its inventory and the ids of ``agg_uuids`` (those that
-        exist), in one round trip."""
+        any shares its inventory, in one round trip; and the ids of
+        ``agg_uuids`` (those that exist, see aggregate.ids_for_uuids)."""
         tid = _sharing_trait_id(self.ctx)
         params = {'sharing_trait': tid if tid is not None else -1}
-        key = ('facts', bool(agg_uuids), self.postgresql)
-        if agg_uuids:
-            params['aggs'] = sorted(agg_uuids)
-        rows = prepared.rows(self.conn, key, lambda: _facts_statement(
-            bool(agg_uuids), self.postgresql), params)
-        if not agg_uuids:
-            rows = [tuple(rows[0]) + (None, None)]
-        lo, hi, some_child, some_sharer = rows[0][:4]
-        self._agg_ids = {r[4]: r[5] for r in rows if r[4] is not None}
+        rows = prepared.rows(self.conn, ('facts',), _facts_statement,
+                             params)
+        lo, hi, some_child, some_sharer = rows[0]
+        self._agg_ids = agg_obj.ids_for_uuids(self.conn, agg_uuids)
         self._id_range = (lo, hi)
         _SPAN['ids'] = hi - lo + 1 if lo is not None else None
         self._any_sharing = some_sharer is not None
