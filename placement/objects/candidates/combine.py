@@ -29,18 +29,22 @@ import itertools
 import operator
 
 
+_NO_TRAITS = frozenset()
+
+
 class Provider:
     """What combine needs of one provider."""
 
     __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory')
 
-    def __init__(self, id, uuid, parent_id, root_id, traits=(),
+    def __init__(self, id, uuid, parent_id, root_id, traits=_NO_TRAITS,
                  inventory=None):
         self.id = id
         self.uuid = uuid
         self.parent_id = parent_id
         self.root_id = root_id
-        self.traits = frozenset(traits)
+        self.traits = (traits if type(traits) is frozenset
+                       else frozenset(traits))
         # {rc_name: (capacity, used, max_unit)}
         self.inventory = inventory or {}
 
@@ -90,13 +94,24 @@ class Candidate:
         self._maps = None
 
     @classmethod
-    def whole(cls, group, rp):
-        """The candidate where provider ``rp`` (``sole``) alone serves
-        ``group`` (the only group; a flat world's answers, a thousand at a
-        time): allocations and mappings are made only if asked for."""
-        cand = cls((group,), ((rp,) * len(group.resources),))
-        cand.sole = rp
-        return cand
+    def wholes(cls, group, rps):
+        """The candidates where each provider of ``rps`` (``sole``) alone
+        serves ``group`` (the only group; a flat world's answers, a
+        thousand at a time): allocations and mappings are made only if
+        asked for. Built without __init__: this is per provider."""
+        groups = (group,)
+        width = len(group.resources)
+        new = cls.__new__
+        out = []
+        for rp in rps:
+            cand = new(cls)
+            cand.groups = groups
+            cand.picks = ((rp,) * width,)
+            cand.sole = rp
+            cand._alloc = None
+            cand._maps = None
+            out.append(cand)
+        return out
 
     def _build(self):
         """Sum the picks into allocations and mappings.

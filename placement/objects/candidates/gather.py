@@ -423,9 +423,7 @@ def flat_answer(ctx, conn, rg, wide):
              bool(forbidden_aggs), bool(forbidden), bool(rg.in_tree), pg)
     rows = prepared.rows(conn, ('flat',) + shape,
                          lambda: _flat_statement(shape), params)
-    rc_ids = {row[2] for row in rows}
-    rc_ids.discard(None)
-    rc_names = rc_obj.names_for_ids(ctx, rc_ids) if rc_ids else {}
+    rc_names = _Names(rc_obj.name_for_id, ctx)
     provs = {}
     trait_rows = []
     provider = combine.Provider
@@ -448,19 +446,43 @@ def flat_answer(ctx, conn, rg, wide):
     group = combine.Group(rg.suffix, list(rg.resources.items()), {},
                           required=[set(any_of) for any_of in rg.required],
                           forbidden=set(rg.forbidden))
-    return [combine.Candidate.whole(group, rid) for rid in provs], provs
+    return combine.Candidate.wholes(group, provs), provs
+
+
+class _Names(dict):
+    """id -> name, looked up (``lookup(ctx, id)``) on first use."""
+
+    def __init__(self, lookup, ctx):
+        super().__init__()
+        self.lookup = lookup
+        self.ctx = ctx
+
+    def __missing__(self, row_id):
+        name = self[row_id] = self.lookup(self.ctx, row_id)
+        return name
 
 
 def _set_traits(ctx, provs, trait_rows):
-    """Set ``provs``' traits from (provider id, trait id) rows."""
+    """Set ``provs``' traits from (provider id, trait id) rows. Providers
+    with the same traits share one frozenset (summaries sort each set
+    once)."""
     if not trait_rows:
         return
-    names = trait_obj.names_for_ids(ctx, {tid for _, tid in trait_rows})
-    traits = collections.defaultdict(set)
+    by_rp = {}
     for rid, tid in trait_rows:
-        traits[rid].add(names[tid])
-    for rid, tnames in traits.items():
-        provs[rid].traits = frozenset(tnames)
+        tids = by_rp.get(rid)
+        if tids is None:
+            by_rp[rid] = [tid]
+        else:
+            tids.append(tid)
+    names = _Names(trait_obj.name_for_id, ctx)
+    shared = {}
+    for rid, tids in by_rp.items():
+        key = tuple(sorted(tids)) if len(tids) > 1 else tuple(tids)
+        traits = shared.get(key)
+        if traits is None:
+            traits = shared[key] = frozenset([names[t] for t in key])
+        provs[rid].traits = traits
 
 
 def _dense(roots):

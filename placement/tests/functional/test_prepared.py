@@ -163,3 +163,48 @@ def test_flat_answer_runs_outside_a_transaction():
         finally:
             for c in pooled:
                 c.close()
+
+
+def test_connection_lost_under_the_statement_is_503_then_recovers():
+    """The prepared statement runs on the driver's own cursor: a
+    connection lost under it (after the pool's liveness check) answers
+    503, 'database is unavailable', as under any other statement, and the
+    next requests are answered on new connections."""
+    import psycopg2
+
+    with _app() as (app, engine):
+        expected = twr.get(app, FLAT, '1.39')
+        for _ in range(4):      # every pooled connection has prepared
+            assert twr.get(app, FLAT, '1.39') == expected
+        admin = psycopg2.connect(engine.url.render_as_string(
+            hide_password=False).replace('postgresql+psycopg2', 'postgresql'))
+        admin.autocommit = True
+        driver_runs = []
+        real = prepared._execute_on_driver
+
+        def on_driver(conn, execute, values):
+            driver_runs.append(execute)
+            return real(conn, execute, values)
+
+        def kill(dbapi_conn, record, proxy):
+            # After the pool's liveness check: the statement meets the
+            # closed connection.
+            with admin.cursor() as cur:
+                cur.execute('SELECT pg_terminate_backend(%s)',
+                            (dbapi_conn.get_backend_pid(),))
+
+        sa.event.listen(engine, 'checkout', kill)
+        prepared._execute_on_driver = on_driver
+        try:
+            status, body = twr.get(app, FLAT, '1.39')
+        finally:
+            sa.event.remove(engine, 'checkout', kill)
+            prepared._execute_on_driver = real
+            admin.close()
+        assert status == 503, body
+        assert 'placement database is unavailable' in (
+            body['errors'][0]['detail'])
+        assert driver_runs and driver_runs[0].startswith('EXECUTE')
+        for _ in range(4):
+            assert twr.get(app, FLAT, '1.39') == expected
+        assert prepared.enabled()
