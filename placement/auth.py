@@ -5,7 +5,6 @@
 from keystonemiddleware import auth_token
 from oslo_log import log as logging
 from oslo_middleware import request_id
-import webob.dec
 import webob.exc
 
 from placement import context as placement_context
@@ -32,26 +31,27 @@ class NoAuthMiddleware:
     def __init__(self, application):
         self.application = application
 
-    @webob.dec.wsgify
-    def __call__(self, req):
-        if req.environ['PATH_INFO'] in ('/', ''):
-            return self.application
-        if 'X-Auth-Token' not in req.headers:
-            return _unauthorized()
-        token = req.headers['X-Auth-Token']
+    # Plain WSGI: webob's Request per middleware layer costs more than
+    # what the layer does.
+    def __call__(self, environ, start_response):
+        if environ['PATH_INFO'] in ('/', ''):
+            return self.application(environ, start_response)
+        token = environ.get('HTTP_X_AUTH_TOKEN')
+        if token is None:
+            return _unauthorized()(environ, start_response)
         user_id, _sep, project_id = token.partition(':')
         project_id = project_id or user_id
-        if 'HTTP_X_ROLES' in req.environ:
-            roles = req.headers['X-Roles'].split(',')
+        if 'HTTP_X_ROLES' in environ:
+            roles = environ['HTTP_X_ROLES'].split(',')
         elif user_id == 'admin':
             roles = ['admin']
         else:
             roles = []
-        req.headers['X_USER_ID'] = user_id
-        if not req.headers.get('OpenStack-System-Scope'):
-            req.headers['X_TENANT_ID'] = project_id
-        req.headers['X_ROLES'] = ','.join(roles)
-        return self.application
+        environ['HTTP_X_USER_ID'] = user_id
+        if not environ.get('HTTP_OPENSTACK_SYSTEM_SCOPE'):
+            environ['HTTP_X_TENANT_ID'] = project_id
+        environ['HTTP_X_ROLES'] = ','.join(roles)
+        return self.application(environ, start_response)
 
 
 class KeystoneContext:
@@ -61,17 +61,15 @@ class KeystoneContext:
         self.application = application
         self.config = config
 
-    @webob.dec.wsgify
-    def __call__(self, req):
+    def __call__(self, environ, start_response):
         ctx = placement_context.RequestContext.from_environ(
-            req.environ, request_id=req.environ.get(
-                request_id.ENV_REQUEST_ID))
+            environ, request_id=environ.get(request_id.ENV_REQUEST_ID))
         ctx.config = self.config
-        if ctx.user_id is None and req.environ['PATH_INFO'] not in ('/', ''):
+        if ctx.user_id is None and environ['PATH_INFO'] not in ('/', ''):
             LOG.debug('Neither X_USER_ID nor X_USER found in request')
-            return _unauthorized()
-        req.environ['placement.context'] = ctx
-        return self.application
+            return _unauthorized()(environ, start_response)
+        environ['placement.context'] = ctx
+        return self.application(environ, start_response)
 
 
 class KeystoneAuth(auth_token.AuthProtocol):

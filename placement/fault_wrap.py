@@ -72,23 +72,29 @@ class FaultWrapper:
     def __init__(self, application):
         self.application = application
 
-    @webob.dec.wsgify
-    def __call__(self, req):
+    # Plain WSGI (a webob Request and Response per layer cost more than
+    # the barrier itself). Every layer inside is webob's and calls
+    # start_response only with a complete response, so an exception
+    # always arrives before it was called. (No exc_info: webob's
+    # get_response, in oslo.middleware's RequestId outside, re-raises it.)
+    def __call__(self, environ, start_response):
         try:
-            return req.get_response(self.application)
+            return self.application(environ, start_response)
         except Exception as exc:  # noqa: BLE001 - this is the barrier
             known = _error_response(exc)
             if known is None:
                 LOG.exception('Unhandled error while serving %s %s',
-                              req.method, req.path)
+                              environ.get('REQUEST_METHOD'),
+                              environ.get('SCRIPT_NAME', '') +
+                              environ.get('PATH_INFO', ''))
                 known = util.http_error(
                     webob.exc.HTTPInternalServerError,
                     'An unexpected error prevented the request from being '
                     'served; it has been logged.')
             code = getattr(known, 'placement_code', None)
             if code:
-                req.environ[util.ENV_ERROR_CODE] = code
-            return known
+                environ[util.ENV_ERROR_CODE] = code
+            return known(environ, start_response)
 
 
 class BodySizeLimiter(sizelimit.RequestBodySizeLimiter):
