@@ -127,16 +127,22 @@ def _opaque(*conds):
     return sa.case((sa.and_(*conds), sa.true()), else_=sa.false())
 
 
-def _fits(used, amount, sqlite):
+def _fit_terms(used, amount):
     """The inventory row can take ``amount`` more: capacity left after
-    ``used``, min_unit, max_unit, step_size. (SQLite plans as well either
-    way, and evaluates the plain terms faster.)"""
-    conds = (used + amount <=
-             (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
-             _INV.c.min_unit <= amount,
-             _INV.c.max_unit >= amount,
-             amount % _INV.c.step_size == 0)
-    return sa.and_(*conds) if sqlite else _opaque(*conds)
+    ``used``, min_unit, max_unit, step_size."""
+    return sa.and_(
+        used + amount <=
+        (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
+        _INV.c.min_unit <= amount,
+        _INV.c.max_unit >= amount,
+        amount % _INV.c.step_size == 0)
+
+
+def _fits(used, amount, sqlite):
+    """_fit_terms as a filter. (SQLite plans as well either way, and
+    evaluates the plain terms faster.)"""
+    terms = _fit_terms(used, amount)
+    return terms if sqlite else _opaque(terms)
 
 
 def _window_rp(fence):
@@ -261,13 +267,19 @@ def _flat_statement(shape):
     Rows: (provider id, uuid, class id, total, reserved, ratio, max_unit,
     used) per inventory of each provider that fits; (provider id, NULL,
     NULL, trait id, ...) per trait of those; and one (-1, NULL, NULL,
-    not_flat, ...) saying whether the world has a child or a sharing
-    provider, in which case nothing else is returned."""
+    not_flat, span of provider ids, ...) saying whether the world has a
+    child or a sharing provider, in which case nothing else is returned.
+
+    One pass over inventories and usage: ``cand`` holds every inventory
+    (all classes: the summaries show them) of the providers the filters
+    let through, each marked 1 when it can take its class's amount;
+    ``fits`` keeps the providers with a mark per requested class. Reading
+    inventories and usage a second time for the summaries cost more."""
     sqlite, n_classes, n_member_of, n_required, forbidden_aggs, \
         forbidden_traits, in_tree, pg = shape
     rc = _INV.c.resource_class_id
     if n_classes == 1:
-        amount = sa.bindparam('a0')
+        amount = sa.case((rc == sa.bindparam('c0'), sa.bindparam('a0')))
     else:
         amount = sa.case(*[(rc == sa.bindparam('c%d' % i),
                             sa.bindparam('a%d' % i))
@@ -275,16 +287,17 @@ def _flat_statement(shape):
     from_ = _RP.join(_INV, _INV.c.resource_provider_id == _RP.c.id)
     if sqlite:
         used = _used(_INV.c.resource_provider_id, rc)
+        raw_used = used
     else:
-        usage = _usage(_in_param(_ALLOC.c.resource_class_id, 'classes', pg))
+        usage = _usage()
         from_ = _join_usage(from_, usage)
-        used = sa.func.coalesce(usage.c.used, 0)
+        raw_used = usage.c.used
+        used = sa.func.coalesce(raw_used, 0)
     rp = _RP.c.id
     # Uncorrelated: evaluated once, and when true nothing else is read.
     not_flat = sa.or_(sa.exists(_some_child()),
                       sa.exists(_some_sharer('sharing')))
-    conds = [~not_flat, _in_param(rc, 'classes', pg),
-             _fits(used, amount, sqlite)]
+    conds = [~not_flat]
     conds.extend(_in_aggs(rp, 'm%d' % i, postgresql_array=pg)
                  for i in range(n_member_of))
     conds.extend(_has_trait(rp, 'r%d' % i, postgresql_array=pg)
@@ -296,24 +309,20 @@ def _flat_statement(shape):
     if in_tree:
         # Every provider is its own tree's root.
         conds.append(_RP.c.uuid == sa.bindparam('tree'))
+    # A class not requested has no amount: NULL tests, never a mark.
+    ok = sa.case((_fit_terms(used, amount), 1), else_=0)
     # The uuid rides along: joining providers again costs more.
-    fits = sa.select(rp, _RP.c.uuid).select_from(from_).where(*conds)\
-        .group_by(rp, _RP.c.uuid)\
-        .having(sa.func.count() == n_classes if sqlite else
-                _opaque(sa.func.count() == n_classes)).cte('fits')
-    # The same providers again, every class, for the summaries.
-    from_ = fits.join(_INV, _INV.c.resource_provider_id == fits.c.id)
-    if sqlite:
-        used = _used(_INV.c.resource_provider_id, rc)
-    else:
-        usage = _usage(_ALLOC.c.resource_provider_id.in_(
-            sa.select(fits.c.id)))
-        from_ = _join_usage(from_, usage)
-        used = usage.c.used
+    cand = sa.select(
+        rp.label('id'), _RP.c.uuid, rc.label('rc'), _INV.c.total,
+        _INV.c.reserved, _INV.c.allocation_ratio, _INV.c.max_unit,
+        raw_used.label('used'), ok.label('ok'),
+    ).select_from(from_).where(*conds).cte('cand')
+    fits = sa.select(cand.c.id).group_by(cand.c.id).having(
+        sa.func.sum(cand.c.ok) == n_classes).cte('fits')
     inventories = sa.select(
-        fits.c.id, fits.c.uuid, rc, _INV.c.total, _INV.c.reserved,
-        _INV.c.allocation_ratio, _INV.c.max_unit, used,
-    ).select_from(from_)
+        cand.c.id, cand.c.uuid, cand.c.rc, cand.c.total, cand.c.reserved,
+        cand.c.allocation_ratio, cand.c.max_unit, cand.c.used,
+    ).where(cand.c.id.in_(sa.select(fits.c.id)))
     # Their traits in the same round trip: rows without a class, the
     # trait id in the ``total`` column.
     null = sa.null()
