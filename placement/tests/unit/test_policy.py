@@ -205,3 +205,67 @@ def test_get_enforcer_for_oslopolicy_tools():
         assert 'placement:traits:list' in enforcer.registered_rules
     finally:
         policy.reset()
+
+
+def _count_evaluations(monkeypatch):
+    """How many times oslo.policy evaluates a rule."""
+    calls = []
+    real = policy.Enforcer.enforce
+
+    def counting(self, *args, **kwargs):
+        calls.append(args[0])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(policy.Enforcer, 'enforce', counting)
+    return calls
+
+
+def test_allowed_decisions_are_remembered_denials_are_not(enforce,
+                                                          monkeypatch):
+    calls = _count_evaluations(monkeypatch)
+    admin, reader = project_ctx('admin'), project_ctx('reader')
+    for _ in range(3):
+        assert enforce(admin, 'placement:traits:list')
+        assert not enforce(reader, 'placement:traits:list')
+    assert calls.count('placement:traits:list') == 1 + 3
+    # Another target, other credentials: evaluated afresh.
+    assert enforce(project_ctx('reader', project='p2'), 'placement:usages',
+                   {'project_id': 'p2'})
+    assert not enforce(project_ctx('reader', project='p2'),
+                       'placement:usages', {'project_id': 'p3'})
+    assert enforce(project_ctx('admin', project='p2'),
+                   'placement:traits:list')
+    assert calls.count('placement:usages') == 2
+    assert calls.count('placement:traits:list') == 5
+
+
+def test_a_changed_policy_file_revokes_what_was_allowed(
+        enforce, tmp_path, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(policy.time, 'monotonic', lambda: clock[0])
+    path = tmp_path / 'policy.yaml'
+    path.write_text('"placement:traits:list": "role:reader"\n')
+    enforce.configure(policy_file=str(path))
+    assert enforce(project_ctx('reader'), 'placement:traits:list')
+    assert enforce(project_ctx('reader'), 'placement:traits:list')
+    path.write_text('"placement:traits:list": "role:admin"\n')
+    later = path.stat().st_mtime + 5
+    os.utime(path, (later, later))
+    clock[0] += policy.RECHECK_INTERVAL * 1.5
+    assert not enforce(project_ctx('reader'), 'placement:traits:list')
+    assert enforce(project_ctx('admin'), 'placement:traits:list')
+
+
+def test_rules_that_ask_elsewhere_are_never_remembered(
+        enforce, tmp_path, monkeypatch):
+    path = tmp_path / 'policy.yaml'
+    # role:reader decides first: the http check is never called here.
+    path.write_text('"placement:traits:list": '
+                    '"role:reader or http://127.0.0.1:9/allow"\n')
+    enforce.configure(policy_file=str(path))
+    calls = _count_evaluations(monkeypatch)
+    for _ in range(3):
+        assert enforce(project_ctx('reader'), 'placement:traits:list')
+        assert enforce(project_ctx('admin'), 'placement:traits:show')
+    assert calls.count('placement:traits:list') == 3
+    assert calls.count('placement:traits:show') == 3
