@@ -1032,9 +1032,8 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     if wide.limit is not None and not randomize:
         cap = wide.limit if cap is None else min(cap, wide.limit)
     if flat_shaped(groups, wide) and flat_covers(cap):
-        with db_api.one_statement_reader(ctx) as conn:
-            answer = flat_answer(ctx, conn, next(iter(groups.values())),
-                                 wide)
+        answer = _flat_answer_unpinged(ctx, next(iter(groups.values())),
+                                       wide)
         if answer is not None:
             found, providers = answer
             if cap is not None and len(found) > cap:
@@ -1044,6 +1043,20 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
             return _randomized(found, wide, randomize), providers, False
     return _search(ctx, groups, wide, cap, nested_aware, strategy,
                    randomize)
+
+
+def _flat_answer_unpinged(ctx, rg, wide):
+    """flat_answer on a pooled connection handed over without a liveness
+    check; if it was lost meanwhile (a database restart), again on a
+    checked one. It only reads: running it twice is harmless."""
+    try:
+        with db_api.one_statement_reader(ctx, ping=False) as conn:
+            return flat_answer(ctx, conn, rg, wide)
+    except Exception as exc:
+        if not db_api.is_disconnect(exc):
+            raise
+    with db_api.one_statement_reader(ctx) as conn:
+        return flat_answer(ctx, conn, rg, wide)
 
 
 @db_api.reader.connection

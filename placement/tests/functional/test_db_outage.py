@@ -158,9 +158,15 @@ class Client(threading.Thread):
         self.rec.call(self.session, 'GET', self._url(
             '/resource_providers/%s/usages' % self.rp_a))
 
+    def candidates(self):
+        # A flat world: the one-statement path, whose pooled connection is
+        # not pinged before use (a lost one is tried again).
+        self.rec.call(self.session, 'GET', self._url(
+            '/allocation_candidates?resources=VCPU:1,MEMORY_MB:128'))
+
     def run(self):
         ops = [self.claim] * 4 + [self.release] * 2 + [
-            self.resize, self.new_provider, self.read]
+            self.resize, self.new_provider, self.read, self.candidates]
         while not self.stop_event.is_set():
             self.rand.choice(ops)()
 
