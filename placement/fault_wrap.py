@@ -101,8 +101,17 @@ class BodySizeLimiter(sizelimit.RequestBodySizeLimiter):
     """oslo.middleware's body size limit (``[oslo_middleware]
     max_request_body_size``), answering 413 in our JSON error format."""
 
+    def __call__(self, environ, start_response):
+        # GET and HEAD handlers never read a body: nothing to limit (and
+        # the limiter's wrapping costs 20 us of a 2 ms answer).
+        if (environ.get('REQUEST_METHOD') in ('GET', 'HEAD') and
+                not environ.get('CONTENT_LENGTH') and
+                'HTTP_TRANSFER_ENCODING' not in environ):
+            return self.application(environ, start_response)
+        return self._limited(environ, start_response)
+
     @webob.dec.wsgify
-    def __call__(self, req):
+    def _limited(self, req):
         # The limiter drops a content-length it cannot read; refuse it
         # here, as the routes table would, before that happens.
         clen = req.environ.get('CONTENT_LENGTH')

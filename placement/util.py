@@ -1,6 +1,7 @@
 """HTTP helpers shared by every handler: the wsgify decorator that turns
 domain errors into upstream's JSON errors, JSON bodies in and out, query
 string validation, cache headers and URLs."""
+import email.utils
 import functools
 import json
 import math
@@ -136,14 +137,18 @@ def json_response(req, body, status=200, last_modified=None, location=None,
         resp.body = orjson.dumps(body)
     else:
         resp.body = json.dumps(body, separators=(', ', ': ')).encode('utf-8')
-    resp.content_type = 'application/json'
-    resp.charset = None
+    # Headers set as text: webob's typed setters (content type and
+    # charset parsed and rebuilt, a datetime formatted) cost 20 us.
+    headers = resp.headers
+    headers['Content-Type'] = 'application/json'
     if location:
         resp.location = location
     if want_version(req).matches((1, 15)):
-        resp.cache_control = 'no-cache'
-        resp.last_modified = last_modified or timeutils.utcnow(
-            with_timezone=True)
+        headers['Cache-Control'] = 'no-cache'
+        if last_modified is None:
+            headers['Last-Modified'] = email.utils.formatdate(usegmt=True)
+        else:
+            resp.last_modified = last_modified
     return resp
 
 
@@ -275,6 +280,11 @@ def check_accept(*types):
     def decorator(f):
         @functools.wraps(f)
         def decorated(req):
+            accept = req.environ.get('HTTP_ACCEPT')
+            if accept in types:
+                # What every client sends (DefaultJSONErrors made a
+                # missing or */* Accept this too): no parsing needed.
+                return f(req)
             if req.accept and not req.accept.acceptable_offers(types):
                 raise http_error(
                     webob.exc.HTTPNotAcceptable,
