@@ -180,18 +180,30 @@ def test_policy_file_overrides_one_rule(enforce, tmp_path):
     assert enforce(project_ctx('admin'), 'placement:traits:show')
 
 
-def test_policy_file_changes_are_seen_within_the_interval(
-        enforce, tmp_path, monkeypatch):
+def _traits_list_policy(enforce, tmp_path, monkeypatch, check_str):
+    """A policy file giving placement:traits:list ``check_str``, under a
+    clock of our own; returns (clock, rewrite(check_str))."""
     clock = [1000.0]
     monkeypatch.setattr(policy.time, 'monotonic', lambda: clock[0])
     path = tmp_path / 'policy.yaml'
-    path.write_text('"placement:traits:list": "role:reader"\n')
+
+    def rewrite(check_str):
+        path.write_text('"placement:traits:list": "%s"\n' % check_str)
+        # mtime granularity: make the change visible as a change.
+        later = path.stat().st_mtime + 5
+        os.utime(path, (later, later))
+
+    rewrite(check_str)
     enforce.configure(policy_file=str(path))
+    return clock, rewrite
+
+
+def test_policy_file_changes_are_seen_within_the_interval(
+        enforce, tmp_path, monkeypatch):
+    clock, rewrite = _traits_list_policy(enforce, tmp_path, monkeypatch,
+                                         'role:reader')
     assert not enforce(project_ctx('admin'), 'placement:traits:list')
-    path.write_text('"placement:traits:list": "role:admin"\n')
-    # mtime granularity: make the change visible as a change.
-    later = path.stat().st_mtime + 5
-    os.utime(path, (later, later))
+    rewrite('role:admin')
     clock[0] += policy.RECHECK_INTERVAL / 2
     assert not enforce(project_ctx('admin'), 'placement:traits:list')
     clock[0] += policy.RECHECK_INTERVAL
@@ -241,16 +253,11 @@ def test_allowed_decisions_are_remembered_denials_are_not(enforce,
 
 def test_a_changed_policy_file_revokes_what_was_allowed(
         enforce, tmp_path, monkeypatch):
-    clock = [1000.0]
-    monkeypatch.setattr(policy.time, 'monotonic', lambda: clock[0])
-    path = tmp_path / 'policy.yaml'
-    path.write_text('"placement:traits:list": "role:reader"\n')
-    enforce.configure(policy_file=str(path))
+    clock, rewrite = _traits_list_policy(enforce, tmp_path, monkeypatch,
+                                         'role:reader')
     assert enforce(project_ctx('reader'), 'placement:traits:list')
     assert enforce(project_ctx('reader'), 'placement:traits:list')
-    path.write_text('"placement:traits:list": "role:admin"\n')
-    later = path.stat().st_mtime + 5
-    os.utime(path, (later, later))
+    rewrite('role:admin')
     clock[0] += policy.RECHECK_INTERVAL * 1.5
     assert not enforce(project_ctx('reader'), 'placement:traits:list')
     assert enforce(project_ctx('admin'), 'placement:traits:list')
