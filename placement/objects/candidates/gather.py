@@ -317,8 +317,12 @@ def _flat_statement(shape):
         _INV.c.reserved, _INV.c.allocation_ratio, _INV.c.max_unit,
         raw_used.label('used'), ok.label('ok'),
     ).select_from(from_).where(*conds).cte('cand')
+    # (_opaque: PostgreSQL expects one group to pass a HAVING equality and
+    # probes the trait index per provider: 1.7 ms for 1,000 providers,
+    # where a hash join takes 0.3.)
     fits = sa.select(cand.c.id).group_by(cand.c.id).having(
-        sa.func.sum(cand.c.ok) == n_classes).cte('fits')
+        sa.func.sum(cand.c.ok) == n_classes if sqlite else
+        _opaque(sa.func.sum(cand.c.ok) == n_classes)).cte('fits')
     inventories = sa.select(
         cand.c.id, cand.c.uuid, cand.c.rc, cand.c.total, cand.c.reserved,
         cand.c.allocation_ratio, cand.c.max_unit, cand.c.used,
