@@ -289,3 +289,38 @@ def test_aggregate_uuids_in_another_case_name_no_aggregate(monkeypatch):
             expected = [twr.get(app, q, '1.39') for q in queries]
     assert got == expected
     assert [_names(w, body) for _status, body in got] == [[], ['cn']]
+
+
+def test_capacities_with_awkward_ratios_are_pythons(monkeypatch):
+    """Capacity is int((total - reserved) * allocation_ratio) in Python's
+    floating point, as upstream computes it; on PostgreSQL the flat
+    statement computes it in the database. Ratios with no exact binary
+    form, totals that land next to integers: the summaries must hold
+    Python's numbers, on every path."""
+    rnd = random.Random(7)
+    ratios = [0.9, 1.1, 1.3, 0.7, 2.2, 3.3333333, 0.1, 16.0, 1.15, 0.35]
+    w = cw.WorldBuilder()
+    expected = {}
+    for i in range(60):
+        row = w.provider('cn%d' % i)
+        total = rnd.choice([10, 20, 30, 100, 7, 1000, 3, rnd.randint(1,
+                                                                     5000)])
+        reserved = rnd.choice([0, 0, 1, total // 3])
+        ratio = rnd.choice(ratios)
+        w.inventory('cn%d' % i, 'VCPU', total, reserved=reserved,
+                    allocation_ratio=ratio)
+        capacity = int((total - reserved) * ratio)
+        if capacity >= 1:
+            expected[row['uuid']] = capacity
+    path = '/allocation_candidates?resources=VCPU:1'
+    answers = _flat_answers(monkeypatch)
+    with fixtures.app_over_world(w) as app:
+        got = twr.get(app, path, '1.39')
+        with monkeypatch.context() as m:
+            m.setattr(gather, 'flat_shaped', lambda *args: False)
+            searched = twr.get(app, path, '1.39')
+    assert answers and answers[0] is not None      # the flat statement
+    capacities = {rp: s['resources']['VCPU']['capacity']
+                  for rp, s in got[1]['provider_summaries'].items()}
+    assert capacities == expected
+    assert got == searched
