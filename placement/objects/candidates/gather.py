@@ -453,12 +453,16 @@ def flat_answer(ctx, conn, rg, wide):
                          lambda: _flat_statement(shape), params)
     rc_names = _Names(rc_obj.name_for_id, ctx)
     provs = {}
-    trait_rows = []
+    trait_ids = {}      # provider id -> [trait id]
     provider = combine.Provider
     for rid, uuid, rc_id, total, reserved, ratio, max_unit, used in rows:
         if rc_id is None:
             if rid != _FLAG_ROW:
-                trait_rows.append((rid, total))
+                tids = trait_ids.get(rid)
+                if tids is None:
+                    trait_ids[rid] = [total]
+                else:
+                    tids.append(total)
             else:
                 _SPAN['ids'] = reserved
                 if total:
@@ -470,7 +474,7 @@ def flat_answer(ctx, conn, rg, wide):
         prov.inventory[rc_names[rc_id]] = (
             total if ratio is None else int((total - reserved) * ratio),
             int(used or 0), max_unit)
-    _set_traits(ctx, provs, trait_rows)
+    _set_traits(ctx, provs, trait_ids)
     provs = {rid: provs[rid] for rid in sorted(provs)}
     group = combine.Group(rg.suffix, list(rg.resources.items()), {},
                           required=[set(any_of) for any_of in rg.required],
@@ -491,12 +495,8 @@ class _Names(dict):
         return name
 
 
-def _set_traits(ctx, provs, trait_rows):
-    """Set ``provs``' traits from (provider id, trait id) rows. Providers
-    with the same traits share one frozenset (summaries sort each set
-    once)."""
-    if not trait_rows:
-        return
+def _trait_ids_by_provider(trait_rows):
+    """{provider id: [trait id]} from (provider id, trait id) rows."""
     by_rp = {}
     for rid, tid in trait_rows:
         tids = by_rp.get(rid)
@@ -504,6 +504,15 @@ def _set_traits(ctx, provs, trait_rows):
             by_rp[rid] = [tid]
         else:
             tids.append(tid)
+    return by_rp
+
+
+def _set_traits(ctx, provs, by_rp):
+    """Set ``provs``' traits from {provider id: [trait id]}. Providers
+    with the same traits share one frozenset (summaries sort each set
+    once)."""
+    if not by_rp:
+        return
     names = _Names(trait_obj.name_for_id, ctx)
     shared = {}
     for rid, tids in by_rp.items():
@@ -1022,7 +1031,7 @@ class Gatherer:
                 self.trees, self.postgresql, ranged), params)
         if ranged:
             trait_rows = [r for r in trait_rows if r[0] in provs]
-        _set_traits(self.ctx, provs, trait_rows)
+        _set_traits(self.ctx, provs, _trait_ids_by_provider(trait_rows))
         return provs
 
     def id_range(self):
