@@ -157,18 +157,20 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     with_traits = want.matches(TRAITS_IN_SUMMARIES)
     nested = want.matches(NESTED_AWARE)
     out = {}
-    # Providers alike share one sorted list (read-only, like every part
-    # of the body).
+    # Providers alike share one sorted list of traits, and one
+    # capacity/used dict per equal inventory (read-only, like every part
+    # of the body): hashing the inventory's tuple costs less than a dict.
     sorted_traits = {}
+    amounts = {}
     for prov in shown:
-        if all_classes:
-            resources = {rc: {'capacity': cap, 'used': used_amt}
-                         for rc, (cap, used_amt, _max)
-                         in prov.inventory.items()}
-        else:
-            resources = {rc: {'capacity': cap, 'used': used_amt}
-                         for rc, (cap, used_amt, _max)
-                         in prov.inventory.items() if rc in requested}
+        resources = {}
+        for rc, inv in prov.inventory.items():
+            if all_classes or rc in requested:
+                part = amounts.get(inv)
+                if part is None:
+                    part = amounts[inv] = {'capacity': inv[0],
+                                           'used': inv[1]}
+                resources[rc] = part
         summary = {'resources': resources}
         if with_traits:
             traits = sorted_traits.get(prov.traits)
