@@ -231,10 +231,15 @@ def _some_child():
     return sa.select(_RP.c.id).where(_RP.c.parent_provider_id.isnot(None))
 
 
-def _some_sharer(param):
-    """A provider holding the sharing trait (its id bound as ``param``)."""
-    return sa.select(_RPT.c.resource_provider_id).where(
-        _RPT.c.trait_id == sa.bindparam(param))
+def _first_sharer(param):
+    """The lowest id of a provider holding the sharing trait (its id bound
+    as ``param``), NULL if none: min() is read from the (trait, provider)
+    index's first entry. EXISTS, or LIMIT 1, let PostgreSQL scan the
+    whole table when the trait table holds few distinct traits (it
+    expects a match early) and no provider shares: 0.06 ms per test on
+    the perfload job's world, where the index takes microseconds."""
+    return sa.select(sa.func.min(_RPT.c.resource_provider_id)).where(
+        _RPT.c.trait_id == sa.bindparam(param)).scalar_subquery()
 
 
 def _sharing_trait_id(ctx):
@@ -249,7 +254,7 @@ def _facts_statement():
     # Scalar subqueries: each is one index probe. (SQLite scans the
     # table for min() and max() asked side by side.)
     child = _some_child().limit(1).scalar_subquery()
-    sharer = _some_sharer('sharing_trait').limit(1).scalar_subquery()
+    sharer = _first_sharer('sharing_trait')
     return sa.select(
         sa.select(sa.func.min(_RP.c.id)).scalar_subquery().label('lo'),
         sa.select(sa.func.max(_RP.c.id)).scalar_subquery().label('hi'),
@@ -298,7 +303,7 @@ def _flat_statement(shape):
     rp = _RP.c.id
     # Uncorrelated: evaluated once, and when true nothing else is read.
     not_flat = sa.or_(sa.exists(_some_child()),
-                      sa.exists(_some_sharer('sharing')))
+                      _first_sharer('sharing').isnot(None))
     conds = [~not_flat]
     conds.extend(_in_aggs(rp, 'm%d' % i, postgresql_array=pg)
                  for i in range(n_member_of))
