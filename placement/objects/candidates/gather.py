@@ -263,8 +263,8 @@ def _facts_statement():
 
 def _flat_statement(shape):
     """The flat world's one statement (see flat_answer) for a request of
-    this ``shape``; values are bound by name: classes, c<i>/a<i> (class
-    ids and amounts), m<i> (member_of any-of lists of aggregate ids),
+    this ``shape``; values are bound by name: c<i>/a<i> (class ids and
+    amounts), m<i> (member_of any-of lists of aggregate ids),
     r<i> (required any-of trait id lists), fa (forbidden aggregate ids),
     ft (forbidden trait ids), tree (in_tree's uuid), sharing (the sharing
     trait's id).
@@ -436,8 +436,7 @@ def flat_answer(ctx, conn, rg, wide):
     dialect = conn.dialect.name
     sqlite = dialect == 'sqlite'
     pg = dialect == 'postgresql'
-    params = {'classes': classes,
-              'sharing': sharing if sharing is not None else -1}
+    params = {'sharing': sharing if sharing is not None else -1}
     for i, (rc_id, amount) in enumerate(zip(classes,
                                             rg.resources.values())):
         params['c%d' % i] = rc_id
