@@ -171,7 +171,7 @@ def _execute_on_driver(conn, execute, values):
     try:
         cursor.execute(execute, values)
         return cursor.fetchall()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - raised again, mapped
         conn._handle_dbapi_exception(exc, execute, values, cursor, None)
     finally:
         if not cursor.closed and not cursor.connection.closed:

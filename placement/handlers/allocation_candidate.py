@@ -84,18 +84,6 @@ def _sole_provider_requests(group, sole, uuid_of, with_mappings):
     return [{'allocations': {u: part}} for u in uuids]
 
 
-class _Parts(dict):
-    """rp id -> a rendered part, made on first use (from C code too)."""
-
-    def __init__(self, make):
-        super().__init__()
-        self.make = make
-
-    def __missing__(self, rp):
-        part = self[rp] = self.make(rp)
-        return part
-
-
 class _DistinctNumbered:
     """Render, at C speed, candidates made only of numbered groups on
     distinct providers (a wide isolate request: tens of thousands of
@@ -119,13 +107,13 @@ class _DistinctNumbered:
                          else (lambda picks, i=with_res[0]: (picks[i],))
                          if with_res else (lambda picks: ()))
         self.map_parts = [
-            _Parts(lambda rp, s=g.suffix: (s, [uuid_of[rp]]))
+            combine.OnFirstUse(lambda rp, s=g.suffix: (s, [uuid_of[rp]]))
             for g in groups]
 
     @staticmethod
     def _alloc_part(group, uuid_of):
-        return _Parts(lambda rp: (uuid_of[rp],
-                                  {'resources': group.amounts}))
+        return combine.OnFirstUse(
+            lambda rp: (uuid_of[rp], {'resources': group.amounts}))
 
     def render(self, cand):
         if not self.ok:

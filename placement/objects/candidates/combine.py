@@ -28,8 +28,20 @@ once, as upstream's set does.
 import itertools
 import operator
 
-
 _NO_TRAITS = frozenset()
+
+
+class OnFirstUse(dict):
+    """key -> make(key), made on first use (from C code too: a missing
+    key costs one call, a present one a plain dict lookup)."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key):
+        value = self[key] = self.make(key)
+        return value
 
 
 class Provider:

@@ -30,6 +30,7 @@ The rules each group follows are upstream's:
   aggregates only.
 """
 import collections
+import functools
 import random
 
 import os_traits
@@ -455,7 +456,8 @@ def flat_answer(ctx, conn, rg, wide):
              bool(forbidden_aggs), bool(forbidden), bool(rg.in_tree), pg)
     rows = prepared.rows(conn, ('flat',) + shape,
                          lambda: _flat_statement(shape), params)
-    rc_names = _Names(rc_obj.name_for_id, ctx)
+    rc_names = combine.OnFirstUse(
+        functools.partial(rc_obj.name_for_id, ctx))
     provs = {}
     trait_ids = {}      # provider id -> [trait id]
     provider = combine.Provider
@@ -486,19 +488,6 @@ def flat_answer(ctx, conn, rg, wide):
     return combine.Candidate.wholes(group, provs), provs
 
 
-class _Names(dict):
-    """id -> name, looked up (``lookup(ctx, id)``) on first use."""
-
-    def __init__(self, lookup, ctx):
-        super().__init__()
-        self.lookup = lookup
-        self.ctx = ctx
-
-    def __missing__(self, row_id):
-        name = self[row_id] = self.lookup(self.ctx, row_id)
-        return name
-
-
 def _trait_ids_by_provider(trait_rows):
     """{provider id: [trait id]} from (provider id, trait id) rows."""
     by_rp = {}
@@ -517,7 +506,8 @@ def _set_traits(ctx, provs, by_rp):
     once)."""
     if not by_rp:
         return
-    names = _Names(trait_obj.name_for_id, ctx)
+    names = combine.OnFirstUse(
+        functools.partial(trait_obj.name_for_id, ctx))
     shared = {}
     for rid, tids in by_rp.items():
         key = tuple(sorted(tids)) if len(tids) > 1 else tuple(tids)
