@@ -9,6 +9,7 @@ from oslo_config import cfg
 from oslo_db import options as oslo_db_options
 from oslo_log import log as logging
 from oslo_middleware import cors
+from oslo_middleware import http_proxy_to_wsgi
 from oslo_middleware import sizelimit
 from oslo_policy import opts as policy_opts
 
@@ -158,6 +159,9 @@ def register_opts(conf):
         conf.register_opts(opts, group=fresh)
     policy_opts.set_defaults(conf)
     conf.register_opts(cors.CORS_OPTS, 'cors')
+    # [oslo_middleware] enable_proxy_headers_parsing, as upstream registers
+    # it: off unless a trusted proxy sets X-Forwarded-* / Forwarded.
+    conf.register_opts(http_proxy_to_wsgi.OPTS, 'oslo_middleware')
     # oslo.middleware's body size limit; its 112 KiB default could refuse a
     # large but valid reshape or allocations batch, so allow 1 MiB.
     conf.register_opts(sizelimit.OPTS, 'oslo_middleware')
