@@ -167,7 +167,10 @@ def test_wheel_carries_every_package_file(source, dist):
         inside = set(zf.namelist())
     missing = sorted(package_files(names) - inside)
     assert missing == []
-    assert not [n for n in inside if n.startswith('tests_installed/')]
+    top = {n.split('/', 1)[0] for n in inside}
+    assert {t for t in top if not t.endswith('.dist-info')} == {
+        'placement', 'placement_request'}
+    assert not [n for n in inside if '__pycache__' in n]
 
 
 def test_sdist_carries_the_tree(source, dist):
