@@ -147,8 +147,10 @@ def site_packages(venv, env, cwd):
 # --- what the artifacts carry ---------------------------------------------
 
 def test_every_package_dir_is_a_package(source):
-    """find: only sees directories with __init__.py; a module directory
-    without one would ship as loose data, or not at all."""
+    """Directories of modules are regular packages, as upstream's are:
+    without __init__.py one would still ship (find_namespace:) but import
+    as a namespace package, which other projects' imports and tools such
+    as pkgutil treat differently."""
     src, names = source
     dirs = {os.path.dirname(n) for n in package_files(names)
             if n.endswith('.py')}
