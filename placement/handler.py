@@ -12,6 +12,7 @@ from placement import errors
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import allocation_candidate
+from placement.handlers import capacity
 from placement.handlers import inventory
 from placement.handlers import metrics
 from placement.handlers import reshaper
@@ -93,6 +94,10 @@ ROUTES = {
     },
     '/reshaper': {
         'POST': reshaper.reshape,
+    },
+    # Operator extensions (not upstream's) live under /ops/.
+    '/ops/capacity': {
+        'GET': capacity.get_capacity,
     },
 }
 
