@@ -53,7 +53,7 @@ class _Inv:
     def __init__(self, total, reserved, ratio, min_unit, max_unit, step,
                  used):
         self.cap = (total - reserved) * ratio
-        self.used = used
+        self.used = int(used)      # MySQL sums are Decimal
         self.min_unit = min_unit
         self.max_unit = max_unit
         self.step = step
