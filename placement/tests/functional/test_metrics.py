@@ -10,6 +10,7 @@ import tempfile
 import uuid
 
 from oslo_db import exception as db_exc
+import prometheus_client
 from prometheus_client import parser
 import requests
 import webob
@@ -171,3 +172,34 @@ def test_a_lost_database_is_counted():
     assert after == before + 1
     assert request_metrics.REQUESTS.labels(
         'unmatched', 'GET', '503')._value.get() >= 1
+
+
+def test_gauges_render_as_the_library_renders_them():
+    """The fast renderer writes exactly prometheus_client's bytes."""
+    import decimal
+
+    from prometheus_client import exposition
+    from prometheus_client import metrics_core
+
+    from placement.handlers import metrics as metrics_handler
+
+    rows = [
+        ('cn1', 'VCPU', 16, 2, 4.0, decimal.Decimal(3)),
+        ('odd "name" \\ with\nnewline', 'MEMORY_MB', 2048, 0, 1.5, 0),
+        ('ünïcode-höst', 'CUSTOM_X', 2 ** 31 - 1, 0, 1e-05, 12345678901),
+        (None, 'DISK_GB', 0, 0, 16.0, 7),
+    ]
+
+    class Reference:
+        def collect(self):
+            for name, text, index in metrics_handler.GAUGES:
+                family = metrics_core.GaugeMetricFamily(
+                    name, text, labels=['hostname', 'resourcetype'])
+                for row in rows:
+                    family.add_metric((row[0] or '', row[1]), row[index])
+                yield family
+
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(Reference())
+    assert metrics_handler.render_gauges(rows) == (
+        exposition.generate_latest(registry))
