@@ -68,8 +68,12 @@ def render_gauges(rows):
     out = []
     for name, text, index in GAUGES:
         out.append('# HELP %s %s\n# TYPE %s gauge\n' % (name, text, name))
-        out.extend([name + label + numbers[row[index]]
-                    for row, label in zip(rows, labels)])
+        if rows:
+            # Each line but the first starts with the name after the
+            # previous line's newline: one join per family.
+            out.append(name)
+            out.append(name.join([label + numbers[row[index]]
+                                  for row, label in zip(rows, labels)]))
     return ''.join(out).encode('utf-8')
 
 
