@@ -73,8 +73,10 @@ def _print_findings(findings):
         print('%s: %d' % (kind, len(rows)))
         columns = [k for k in rows[0] if k != 'kind']
         table = prettytable.PrettyTable(columns)
+        table.align = 'l'
         for row in rows:
-            table.add_row([row[c] for c in columns])
+            table.add_row(['(none)' if row[c] is None else row[c]
+                           for c in columns])
         print(table)
 
 

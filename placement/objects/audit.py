@@ -117,9 +117,19 @@ def incomplete_consumers(ctx, project_id, user_id):
         .where(sa.or_(_PROJECT.c.external_id == project_id,
                       _USER.c.external_id == user_id))
         .order_by(_CONSUMER.c.uuid))
-    return [{'kind': INCOMPLETE_CONSUMER, 'consumer': uuid,
-             'project_id': project, 'user_id': user}
-            for uuid, project, user in rows]
+    out = [{'kind': INCOMPLETE_CONSUMER, 'consumer': uuid,
+            'project_id': project, 'user_id': user}
+           for uuid, project, user in rows]
+    # Allocations written before consumers were recorded (the online
+    # data migration gives them the defaults above): no project at all.
+    missing = ctx.session.execute(
+        sa.select(_ALLOC.c.consumer_id).distinct()
+        .select_from(_ALLOC.outerjoin(
+            _CONSUMER, _CONSUMER.c.uuid == _ALLOC.c.consumer_id))
+        .where(_CONSUMER.c.id.is_(None)).order_by(_ALLOC.c.consumer_id))
+    out += [{'kind': INCOMPLETE_CONSUMER, 'consumer': uuid,
+             'project_id': None, 'user_id': None} for uuid, in missing]
+    return out
 
 
 def broken_trees(ctx):

@@ -125,6 +125,13 @@ def _plant_incomplete_consumer(w):
             'project_id': INCOMPLETE, 'user_id': 'u1'}
 
 
+def _plant_allocation_without_consumer(w):
+    consumer = str(uuid.uuid4())
+    w.allocate(consumer, w.cn1['id'], VCPU, 1)
+    return {'kind': audit.INCOMPLETE_CONSUMER, 'consumer': consumer,
+            'project_id': None}
+
+
 def _plant_no_root(w):
     w.sql(models.RP.update().where(models.RP.c.id == w.cn1['id'])
           .values(root_provider_id=None))
@@ -149,7 +156,8 @@ def _plant_missing_parent(w):
     # SQLite does not enforce the foreign key; the servers do, so it is
     # dropped there first (as a hand-made schema might lack it).
     for fk in sa.inspect(w.engine).get_foreign_keys('resource_providers'):
-        if fk['constrained_columns'] == ['parent_provider_id']:
+        if (fk['constrained_columns'] == ['parent_provider_id']
+                and w.engine.dialect.name != 'sqlite'):
             w.sql(sa.text('ALTER TABLE resource_providers DROP %s %s' % (
                 'FOREIGN KEY' if w.engine.dialect.name == 'mysql'
                 else 'CONSTRAINT', fk['name'])))
@@ -168,7 +176,8 @@ def _plant_loop(w):
 
 PLANTS = [_plant_over_capacity, _plant_no_inventory, _plant_above_max_unit,
           _plant_off_step, _plant_below_min_unit, _plant_empty_consumer,
-          _plant_incomplete_consumer, _plant_no_root, _plant_wrong_root,
+          _plant_incomplete_consumer, _plant_allocation_without_consumer,
+          _plant_no_root, _plant_wrong_root,
           _plant_missing_parent, _plant_loop]
 
 
