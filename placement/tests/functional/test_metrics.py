@@ -2,6 +2,7 @@
 multiprocess mode: request counters add up over both workers, and the
 placement gauges equal what the API reports. Also: the [metrics] options
 (environment, sample) and the database error counter."""
+import json
 import os
 import shutil
 import subprocess
@@ -105,8 +106,26 @@ def test_counters_add_up_across_workers_and_gauges_match_api():
                                'openstack_placement_up') == 1
             assert rps[0] not in text
             _check_gauges(server, session, fams)
+            _check_capacity_and_audit(server, session)
     finally:
         shutil.rmtree(mpdir, ignore_errors=True)
+
+
+def _check_capacity_and_audit(server, session):
+    """The other operator extensions against the same live server."""
+    r = session.get(server.url + '/ops/capacity?resources=VCPU:1',
+                    headers=server.headers())
+    assert r.status_code == 200, r.text
+    # (8 - 0) * 2 - 1, (9 - 1) * 2 - 2, (10 - 2) * 2 - 0
+    assert sorted(t['fits'] for t in r.json()['trees']) == [14, 15, 16]
+    assert r.json()['total'] == 45
+    env = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
+    env['OS_PLACEMENT_CONFIG_DIR'] = server.config_dir
+    audit = subprocess.run(
+        [sys.executable, '-m', 'placement.cmd.manage', 'audit', '--json'],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert json.loads(audit.stdout) == {'findings': [], 'fixed': []}
 
 
 def _check_gauges(server, session, fams):
