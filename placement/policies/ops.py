@@ -2,19 +2,14 @@
 capacity report. Admin by default; a deployer opens /metrics to a scraper
 with e.g. ``"placement:metrics:read": "role:metrics"`` or ``"@"``
 (anyone, no token needed) without opening the API."""
-from oslo_policy import policy
-
 from placement.policies import base
 
 METRICS_READ = 'placement:metrics:read'
 CAPACITY_READ = 'placement:capacity:read'
 
 rules = [
-    # No scope_types: an anonymous scraper has no token scope at all.
-    policy.DocumentedRuleDefault(
-        name=METRICS_READ, check_str=base.RULE_ADMIN_API,
-        description='Scrape the Prometheus metrics.',
-        operations=[{'method': 'GET', 'path': '/metrics'}]),
+    base.documented(METRICS_READ, base.RULE_ADMIN_API,
+                    'Scrape the Prometheus metrics.', [('GET', '/metrics')]),
     base.documented(CAPACITY_READ, base.RULE_ADMIN_API,
                     'Report how many more requests of a kind fit.',
                     [('GET', '/ops/capacity')]),
