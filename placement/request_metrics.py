@@ -13,12 +13,11 @@ import time
 import prometheus_client
 from prometheus_client import multiprocess
 
-# Environ keys: the route template the handler matched, and the kind of
-# database failure the fault barrier turned into an answer.
+# Environ keys: the route template the handler matched (a path that
+# matches none is 'unmatched', see handler.route_template), and the kind
+# of database failure the fault barrier turned into an answer.
 ENV_ROUTE = 'placement.route'
 ENV_DB_ERROR = 'placement.db_error'
-# A path that matched no route: one label value, not one per URL.
-UNMATCHED = 'unmatched'
 
 REQUESTS = prometheus_client.Counter(
     'placement_http_requests', 'HTTP requests answered.',
