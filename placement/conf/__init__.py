@@ -74,6 +74,23 @@ workarounds_opts = [
                      'special switch.'),
 ]
 
+metrics_group = cfg.OptGroup(
+    'metrics', title='Metrics options',
+    help='Prometheus metrics at GET /metrics (an extension: upstream '
+         'Placement has none).')
+metrics_opts = [
+    cfg.BoolOpt('enabled', default=False,
+                help='Serve GET /metrics in the Prometheus text format: '
+                     'inventory and usage gauges per provider and class '
+                     '(the openstack_placement_* families of '
+                     'openstack-exporter) and request metrics of this '
+                     'service. Access is decided by the policy rule '
+                     'placement:metrics:read. Several worker processes '
+                     'need PROMETHEUS_MULTIPROC_DIR set in their '
+                     'environment so that request metrics add up across '
+                     'them. When False, /metrics is an unknown URL (404).'),
+]
+
 placement_db_group = cfg.OptGroup(
     'placement_database', title='Placement API database options',
     help='The database used by the placement service. When ``connection`` '
@@ -153,6 +170,7 @@ def register_opts(conf):
     for group, opts in ((api_group, api_opts),
                         (placement_group, placement_opts),
                         (workarounds_group, workarounds_opts),
+                        (metrics_group, metrics_opts),
                         (placement_db_group, placement_db_opts)):
         fresh = _fresh(group)
         conf.register_group(fresh)

@@ -175,3 +175,15 @@ class ProxyHeadersFixture(APIFixture):
     behind a proxy whose X-Forwarded-* / Forwarded headers it trusts."""
     conf_overrides = {
         ('oslo_middleware', 'enable_proxy_headers_parsing'): True}
+
+
+class MetricsFixture(APIFixture):
+    """``[metrics] enabled``: GET /metrics is served."""
+    conf_overrides = {('metrics', 'enabled'): True}
+
+
+class MetricsOpenFixture(PolicyFileFixture):
+    """/metrics opened to anyone (no token) by the operator's policy, and
+    to a ``metrics`` role; the API stays closed to both."""
+    conf_overrides = {('metrics', 'enabled'): True}
+    policy_rules = {'placement:metrics:read': '@'}

@@ -73,10 +73,11 @@ class LiveServer:
     :param threads: gthread threads per worker (1 means sync workers).
     :param start_timeout: seconds to wait for ``GET /`` to answer.
     :param gunicorn_args: extra gunicorn command-line arguments.
+    :param env: extra environment variables for gunicorn.
     """
 
     def __init__(self, workers=2, port=None, conf=None, threads=1,
-                 start_timeout=60, timeout=60, gunicorn_args=()):
+                 start_timeout=60, timeout=60, gunicorn_args=(), env=None):
         self.workers = workers
         self.port = port or free_port()
         self.conf = conf or {}
@@ -84,6 +85,7 @@ class LiveServer:
         self.start_timeout = start_timeout
         self.timeout = timeout
         self.gunicorn_args = list(gunicorn_args)
+        self.env = dict(env or {})
         self.url = 'http://127.0.0.1:%d' % self.port
         self.db = None
         self.proc = None
@@ -139,6 +141,7 @@ class LiveServer:
         env = dict(os.environ)
         env['OS_PLACEMENT_CONFIG_DIR'] = self.config_dir
         env.pop('PLACEMENT_TEST_DB_URL', None)
+        env.update(self.env)
         gunicorn = _gunicorn()
         cmd = [gunicorn, '-w', str(self.workers),
                '-b', '127.0.0.1:%d' % self.port,
