@@ -124,20 +124,31 @@ SECURE_RBAC = {'enforce_new_defaults': True, 'enforce_scope': True}
 LEGACY = {'enforce_new_defaults': False, 'enforce_scope': False}
 
 
+# A virtualenv with upstream openstack-placement installed: the same
+# tests then run against upstream's service (to check the expectations
+# written here, not to test our code). tools/run-keystone-tests --upstream
+# makes one.
+UPSTREAM_VENV = os.environ.get('PLACEMENT_KEYSTONE_UPSTREAM_VENV')
+
+
 @pytest.fixture(scope='session')
-def placement_factory(keystone):
+def placement_factory(keystone, tmp_path_factory):
     """Start placement servers behind Keystone; all stopped at the end.
 
     One gunicorn worker, so that every request meets the same token cache.
     """
     servers = []
+    where = {}
+    if UPSTREAM_VENV:
+        where = {'gunicorn': os.path.join(UPSTREAM_VENV, 'bin', 'gunicorn'),
+                 'cwd': str(tmp_path_factory.mktemp('upstream'))}
 
     def start(authtoken=None, policy=None, workers=1):
         conf = {'api': {'auth_strategy': 'keystone'},
                 'keystone_authtoken': authtoken_conf(keystone,
                                                      **(authtoken or {})),
                 'oslo_policy': dict(policy or SECURE_RBAC)}
-        server = live_server.LiveServer(workers=workers, conf=conf)
+        server = live_server.LiveServer(workers=workers, conf=conf, **where)
         server.start()
         servers.append(server)
         return server
