@@ -317,8 +317,9 @@ keystone.conf.configure()
 CONF([], project='keystone', default_config_files=[sys.argv[1]])
 when = datetime.datetime.utcnow() - datetime.timedelta(hours=1)
 token = tf.TokenFormatter().create_token(
-    sys.argv[2], utils.isotime(when, subsecond=True), [provider.random_urlsafe_str()],
-    tf.ProjectScopedPayload, methods=['password'], project_id=sys.argv[3])
+    sys.argv[2], utils.isotime(when, subsecond=True),
+    [provider.random_urlsafe_str()], tf.ProjectScopedPayload,
+    methods=['password'], project_id=sys.argv[3])
 print(token)
 """
 
