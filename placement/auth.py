@@ -5,7 +5,9 @@
 they get an empty context (no user, no roles) and their policy rule
 decides; with a token they are authenticated as usual.
 """
+from keystoneauth1 import exceptions as ksa_exceptions
 from keystonemiddleware import auth_token
+from keystonemiddleware.auth_token import _exceptions as ksm_exceptions
 from oslo_log import log as logging
 from oslo_middleware import request_id
 import webob.exc
@@ -110,6 +112,22 @@ class KeystoneAuth(auth_token.AuthProtocol):
                 or _tokenless(environ, self._anonymous_paths)):
             return self._placement_app(environ, start_response)
         return super().__call__(environ, start_response)
+
+    def fetch_token(self, token, **kwargs):
+        """A Keystone that accepts the connection but does not answer
+        within http_connect_timeout raises ConnectTimeout, which
+        keystonemiddleware does not catch (it catches ConnectFailure, a
+        sibling): answer it as the refused connection is answered, 503,
+        instead of a 500."""
+        try:
+            return super().fetch_token(token, **kwargs)
+        except ksa_exceptions.ConnectionError as e:
+            self.log.critical('Unable to validate token: %s', e)
+            if self._delay_auth_decision:
+                raise ksm_exceptions.InvalidToken(
+                    'Keystone unavailable: %s' % e)
+            raise webob.exc.HTTPServiceUnavailable(
+                'The Keystone service is temporarily unavailable.')
 
 
 def keystone_auth(conf, anonymous_paths=()):
