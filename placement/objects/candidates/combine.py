@@ -28,7 +28,23 @@ once, as upstream's set does.
 import itertools
 import operator
 
-_NO_TRAITS = frozenset()
+
+class Traits(frozenset):
+    """A provider's trait names: a frozenset for the checks here, which
+    also keeps them in trait id order (``listed``), the order upstream's
+    provider summaries list them in (standard traits as synced, then
+    custom ones by creation; not by name)."""
+
+    __slots__ = ('listed',)
+
+    def __new__(cls, names=()):
+        names = list(names)
+        traits = super().__new__(cls, names)
+        traits.listed = names
+        return traits
+
+
+_NO_TRAITS = Traits()
 
 
 class OnFirstUse(dict):
@@ -55,8 +71,8 @@ class Provider:
         self.uuid = uuid
         self.parent_id = parent_id
         self.root_id = root_id
-        self.traits = (traits if type(traits) is frozenset
-                       else frozenset(traits))
+        self.traits = (traits if type(traits) is Traits
+                       else Traits(traits))
         # {rc_name: (capacity, used, max_unit)}
         self.inventory = inventory or {}
 
