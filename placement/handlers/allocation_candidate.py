@@ -145,10 +145,10 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     with_traits = want.matches(TRAITS_IN_SUMMARIES)
     nested = want.matches(NESTED_AWARE)
     out = {}
-    # Providers alike share one sorted list of traits, and one
-    # capacity/used dict per equal inventory (read-only, like every part
-    # of the body): hashing the inventory's tuple costs less than a dict.
-    sorted_traits = {}
+    # Providers alike share one list of traits (in trait id order, see
+    # combine.Traits), and one capacity/used dict per equal inventory
+    # (read-only, like every part of the body): hashing the inventory's
+    # tuple costs less than a dict.
     amounts = {}
     for prov in shown:
         resources = {}
@@ -161,10 +161,7 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
                 resources[rc] = part
         summary = {'resources': resources}
         if with_traits:
-            traits = sorted_traits.get(prov.traits)
-            if traits is None:
-                traits = sorted_traits[prov.traits] = sorted(prov.traits)
-            summary['traits'] = traits
+            summary['traits'] = prov.traits.listed
         if nested:
             parent = providers.get(prov.parent_id)
             summary['parent_provider_uuid'] = parent.uuid if parent else None

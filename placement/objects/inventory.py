@@ -41,13 +41,16 @@ def _rc_id(ctx, name):
 
 
 def _refuse_if_allocated(ctx, rp, rc_ids):
+    """InventoryInUse naming the allocated classes among ``rc_ids`` in id
+    order (standard classes in os-resource-classes order, then custom
+    ones by creation), the order upstream's message lists them in."""
     names = [r[0] for r in ctx.session.execute(
         sa.select(models.RC.c.name)
         .where(models.RC.c.id.in_(
             sa.select(_ALLOC.c.resource_class_id).where(
                 _ALLOC.c.resource_provider_id == rp.id,
                 _ALLOC.c.resource_class_id.in_(rc_ids))))
-        .order_by(models.RC.c.name))]
+        .order_by(models.RC.c.id))]
     if names:
         raise exception.InventoryInUse(resource_classes=', '.join(names),
                                        resource_provider=rp.uuid)

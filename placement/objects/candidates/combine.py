@@ -24,11 +24,47 @@ the Cartesian product of the groups' provider lists.
 Identical candidates (same allocations and same mappings) reached from two
 anchors -- a request served entirely by a sharing provider -- are yielded
 once, as upstream's set does.
+
+Two things upstream 16.0.0 does are not followed, because they drop
+candidates that meet every documented rule (the unnumbered group "may be
+satisfied by any provider in the same non-sharing tree or associated via
+aggregate"; without ``group_policy=isolate`` groups may share providers).
+Its answer is then part of ours
+(``tests/functional/test_candidates_upstream_differences.py``):
+
+* an unnumbered group served only by sharing providers: upstream keeps
+  that pick under one of the trees sharing their aggregate (its set of
+  the group's candidates ignores the anchor; the tree kept is the first
+  in CPython's set order of (provider, root, class) id tuples), so
+  numbered groups served in the other trees find no partner. Here the
+  pick stands under every such tree.
+* a class asked by several groups, ``group_policy`` not ``none``:
+  upstream adds the amounts of one candidate into allocation objects it
+  shares with others (``copy_arr_if_needed`` copies only for ``none``),
+  so those are judged, and may be shown, with amounts nobody asked for;
+  often every candidate then fails the capacity check. Here each
+  candidate carries its own amounts.
 """
 import itertools
 import operator
 
-_NO_TRAITS = frozenset()
+
+class Traits(frozenset):
+    """A provider's trait names: a frozenset for the checks here, which
+    also keeps them in trait id order (``listed``), the order upstream's
+    provider summaries list them in (standard traits as synced, then
+    custom ones by creation; not by name)."""
+
+    __slots__ = ('listed',)
+
+    def __new__(cls, names=()):
+        names = list(names)
+        traits = super().__new__(cls, names)
+        traits.listed = names
+        return traits
+
+
+_NO_TRAITS = Traits()
 
 
 class OnFirstUse(dict):
@@ -55,8 +91,8 @@ class Provider:
         self.uuid = uuid
         self.parent_id = parent_id
         self.root_id = root_id
-        self.traits = (traits if type(traits) is frozenset
-                       else frozenset(traits))
+        self.traits = (traits if type(traits) is Traits
+                       else Traits(traits))
         # {rc_name: (capacity, used, max_unit)}
         self.inventory = inventory or {}
 

@@ -501,9 +501,9 @@ def _trait_ids_by_provider(trait_rows):
 
 
 def _set_traits(ctx, provs, by_rp):
-    """Set ``provs``' traits from {provider id: [trait id]}. Providers
-    with the same traits share one frozenset (summaries sort each set
-    once)."""
+    """Set ``provs``' traits from {provider id: [trait id]}, in trait id
+    order (see combine.Traits). Providers with the same traits share one
+    Traits."""
     if not by_rp:
         return
     names = combine.OnFirstUse(
@@ -513,7 +513,7 @@ def _set_traits(ctx, provs, by_rp):
         key = tuple(sorted(tids)) if len(tids) > 1 else tuple(tids)
         traits = shared.get(key)
         if traits is None:
-            traits = shared[key] = frozenset([names[t] for t in key])
+            traits = shared[key] = combine.Traits([names[t] for t in key])
         provs[rid].traits = traits
 
 

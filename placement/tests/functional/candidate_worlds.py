@@ -109,9 +109,13 @@ class WorldBuilder:
                          resource_class_id=have[i['resource_class']])
                     for i in self.inv])
             if self.rpt:
+                # In trait id order: upstream lists a provider's traits in
+                # the order its statement reads the links, which is
+                # insertion order on PostgreSQL, id order elsewhere.
                 conn.execute(models.RPT.insert(), [
-                    {'resource_provider_id': rp, 'trait_id': traits[t]}
-                    for rp, t in sorted(set(self.rpt))])
+                    {'resource_provider_id': rp, 'trait_id': tid}
+                    for rp, tid in sorted({(rp, traits[t])
+                                           for rp, t in self.rpt})])
             if self.rpa:
                 conn.execute(models.RPA.insert(), [
                     {'resource_provider_id': rp, 'aggregate_id': aggs[a]}

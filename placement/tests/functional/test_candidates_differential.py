@@ -251,13 +251,10 @@ def normalize(status, body):
             allocs = ar['allocations']
         maps = {k: sorted(v) for k, v in ar.get('mappings', {}).items()}
         areqs.add(json.dumps([allocs, maps], sort_keys=True))
-    sums = {}
-    for uuid, s in body['provider_summaries'].items():
-        s = dict(s)
-        if 'traits' in s:
-            s['traits'] = sorted(s['traits'])
-        sums[uuid] = s
-    return status, sorted(areqs), json.dumps(sums, sort_keys=True)
+    # Summaries as they are: the order of each provider's traits counts
+    # (trait id order, see combine.Traits).
+    return status, sorted(areqs), json.dumps(body['provider_summaries'],
+                                             sort_keys=True)
 
 
 class _Upstream:
