@@ -12,6 +12,7 @@ from placement import errors
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import allocation_candidate
+from placement.handlers import explain
 from placement.handlers import inventory
 from placement.handlers import reshaper
 from placement.handlers import resource_class
@@ -92,6 +93,10 @@ ROUTES = {
     },
     '/reshaper': {
         'POST': reshaper.reshape,
+    },
+    # Operator extensions, outside upstream's URL space.
+    '/ops/explain/allocation_candidates': {
+        'GET': explain.explain_allocation_candidates,
     },
 }
 

@@ -1,11 +1,13 @@
 """Default policy rules: upstream's names, check strings, scope types and
-deprecated (legacy ``rule:admin_api``) alternatives, in upstream's order."""
+deprecated (legacy ``rule:admin_api``) alternatives, in upstream's order;
+then the rules of this project's extensions."""
 import itertools
 
 from placement.policies import aggregate
 from placement.policies import allocation
 from placement.policies import allocation_candidate
 from placement.policies import base
+from placement.policies import explain
 from placement.policies import inventory
 from placement.policies import reshaper
 from placement.policies import resource_class
@@ -26,4 +28,6 @@ def list_rules():
         allocation.list_rules(),
         allocation_candidate.list_rules(),
         reshaper.list_rules(),
+        # Extensions beyond upstream.
+        explain.list_rules(),
     ))
