@@ -755,8 +755,8 @@ class _Pairing:
 
 def _pick(world, names, reasons, kept, sample):
     """[(provider id or None, asked name)]: the named providers, then up
-    to ``sample`` excluded others, taking reasons in turn so that each
-    kind shows."""
+    to ``sample`` others, taking reasons in turn so that each kind shows
+    (kept providers last)."""
     by_uuid = {p.uuid.lower(): p.id for p in world.provs.values()}
     by_name = {}
     for p in world.provs.values():
@@ -777,6 +777,7 @@ def _pick(world, names, reasons, kept, sample):
             by_reason[reasons[rp][0]].append(rp)
     queues = [collections.deque(by_reason[k])
               for k in sorted(by_reason, key=_order_key)]
+    queues.append(collections.deque(sorted(kept - chosen)))
     taken = 0
     while taken < sample and any(queues):
         for q in queues:
