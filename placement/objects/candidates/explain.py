@@ -251,6 +251,28 @@ def _units_ok(prov, rc, amount):
     return min_unit <= amount <= max_unit and amount % step == 0
 
 
+def _level(prov, rc, amount):
+    """0: no inventory of ``rc``; 1: no room for ``amount``; 2: room, but
+    outside min/max unit or step size; 3: it can serve ``amount``."""
+    if rc not in prov.inv:
+        return 0
+    if not _has_capacity(prov, rc, amount):
+        return 1
+    if not _units_ok(prov, rc, amount):
+        return 2
+    return 3
+
+
+def _amount_text(prov, rc_amount, need):
+    """Why ``prov`` fails the amount step ``need`` for (rc, amount)."""
+    rc, amount = rc_amount
+    if need == 1:
+        return 'no %s inventory' % rc
+    if need == 2:
+        return _capacity_text(prov, rc, amount)
+    return _units_text(prov, rc, amount)
+
+
 def _serves(prov, rc, amount):
     return (rc in prov.inv and _has_capacity(prov, rc, amount) and
             _units_ok(prov, rc, amount))
@@ -278,6 +300,7 @@ class _Judge:
             self.sharing_traits |= self.provs[rid].traits
         self.any_traits = set().union(
             *[p.traits for p in self.provs.values()])
+        self._levels = {}
 
     def _agg(self, aid):
         return self.world.agg_uuids.get(aid, str(aid))
@@ -307,34 +330,81 @@ class _Judge:
                 'provider unless it has required traits or member_of')
 
     def _resources(self, g, prov):
-        if not g.resources:
-            return None
-        missing = [rc for rc, _ in g.resources if rc not in prov.inv]
-        if g.numbered and missing:
-            return ('resources', 'no %s inventory' % ', '.join(missing))
-        if not g.numbered and len(missing) == len(g.resources):
-            return ('resources', 'no inventory of %s' % ', '.join(missing))
-        return None
+        return self._amounts(g, prov, 1, 'resources')
 
     def _capacity(self, g, prov):
-        had = [(rc, amt) for rc, amt in g.resources if rc in prov.inv]
-        short = [(rc, amt) for rc, amt in had
-                 if not _has_capacity(prov, rc, amt)]
-        if not short or (not g.numbered and len(short) < len(had)):
-            return None
-        return ('capacity', '; '.join(_capacity_text(prov, rc, amt)
-                                      for rc, amt in short[:1 if g.numbered
-                                                           else None]))
+        return self._amounts(g, prov, 2, 'capacity')
 
     def _units(self, g, prov):
-        had = [(rc, amt) for rc, amt in g.resources
-               if rc in prov.inv and _has_capacity(prov, rc, amt)]
-        bad = [(rc, amt) for rc, amt in had if not _units_ok(prov, rc, amt)]
-        if not bad or (not g.numbered and len(bad) < len(had)):
+        return self._amounts(g, prov, 3, 'units')
+
+    def _amounts(self, g, prov, need, key):
+        """Steps on amounts: every class present (level 1), with room
+        (2), within the units (3). A numbered group needs each on the
+        provider; the unnumbered group needs one class on the provider
+        and each one somewhere in its tree or on a sharing provider."""
+        if not g.resources:
             return None
-        return ('units', '; '.join(_units_text(prov, rc, amt)
-                                   for rc, amt in bad[:1 if g.numbered
-                                                      else None]))
+        levels = [(rc, amt, _level(prov, rc, amt)) for rc, amt in g.resources]
+        failing = [(rc, amt) for rc, amt, lvl in levels if lvl == need - 1]
+        if g.numbered:
+            if failing:
+                return (key, _amount_text(prov, failing[0], need))
+            return None
+        if all(lvl < need for _rc, _amt, lvl in levels):
+            return (key, '; '.join(_amount_text(prov, f, need)
+                                   for f in failing))
+        if prov.id in self.world.sharing:
+            return None     # serves other trees: judged when combined
+        tree = self._tree_levels(g)[prov.root_id]
+        shared = self._sharing_levels(g)
+        for rc, amt, lvl in levels:
+            if max(tree.get(rc, 0), shared.get(rc, 0)) >= need:
+                continue
+            where = self._where(prov)
+            if lvl == need - 1:
+                text = _amount_text(prov, (rc, amt), need)
+                if where:
+                    text += ', nor does any other %s' % where
+                return (key, text)
+            return (key, '%s %d requested: no %s can serve it'
+                    % (rc, amt, where))
+        return None
+
+    def _where(self, prov):
+        """The other providers the unnumbered group could use with
+        ``prov``, in words ('' when there are none)."""
+        alone = len(self.by_root[prov.root_id]) == 1
+        tree = 'provider of its tree (root %s)' % self._root(prov).label
+        if not self.world.sharing:
+            return '' if alone else tree
+        return 'sharing provider' if alone else tree + ' or sharing provider'
+
+    def _tree_levels(self, g):
+        """{root: {class: best level in the tree}} for ``g``."""
+        cached = self._levels.get(('tree', g.suffix))
+        if cached is None:
+            cached = collections.defaultdict(dict)
+            for prov in self.provs.values():
+                best = cached[prov.root_id]
+                for rc, amt in g.resources:
+                    lvl = _level(prov, rc, amt)
+                    if lvl > best.get(rc, 0):
+                        best[rc] = lvl
+            self._levels[('tree', g.suffix)] = cached
+        return cached
+
+    def _sharing_levels(self, g):
+        cached = self._levels.get(('sharing', g.suffix))
+        if cached is None:
+            cached = {}
+            for rid in self.world.sharing:
+                for rc, amt in g.resources:
+                    lvl = _level(self.provs[rid], rc, amt)
+                    if lvl > cached.get(rc, 0):
+                        cached[rc] = lvl
+            self._levels[('sharing', g.suffix)] = cached
+        return cached
 
     def _required(self, g, prov):
         for names, ids in g.required:
@@ -353,9 +423,10 @@ class _Judge:
             if (ids & self.tree_traits[prov.root_id] or
                     ids & self.sharing_traits):
                 continue
-            return ('required', 'lacks %s, as does every provider of its '
-                    'tree (root %s) and every sharing provider'
-                    % (what, self._root(prov).label))
+            where = self._where(prov)
+            return ('required', 'lacks %s%s' % (
+                what, ', as does every other %s' % where
+                if where else ''))
         return None
 
     def _forbidden(self, g, prov):
@@ -900,10 +971,10 @@ def _suggestions(engine, groups, wide, egroups, judge, verdicts):
                 if most > 0 and (best is None or most > best[0]):
                     best = (most, prov)
             if best is not None:
-                lines.append('%s: at most %s:%d fits on %s (%d asked), '
-                             'which passes the %s\'s other steps'
-                             % (g.name, rc, best[0], best[1].label, amount,
-                                g.name))
+                lines.append('%s: at most %s:%d would fit (%d asked), on '
+                             '%s, which passes every other step'
+                             % (g.name, rc, best[0], amount,
+                                best[1].label))
     return lines
 
 
