@@ -352,6 +352,9 @@ class _Judge:
                 return (key, _amount_text(prov, failing[0], need))
             return None
         if all(lvl < need for _rc, _amt, lvl in levels):
+            if need == 1:
+                return (key, 'no inventory of %s' % ', '.join(
+                    rc for rc, _amt in failing))
             return (key, '; '.join(_amount_text(prov, f, need)
                                    for f in failing))
         if prov.id in self.world.sharing:

@@ -53,6 +53,8 @@ def _id(rule):
 
 BASE_RULES = {'admin_api', 'service_api', 'admin_or_service_api',
               'project_reader_api', 'admin_or_project_reader_or_service_api'}
+# Rules of this project's extensions (not upstream's).
+EXTENSION_RULES = {'placement:allocation_candidates:explain'}
 
 
 @pytest.fixture
@@ -81,7 +83,7 @@ def project_ctx(*roles, project='proj'):
 
 def test_rule_names_are_upstreams():
     names = {rule.name for rule in policies.list_rules()}
-    assert names == ALL_RULES | BASE_RULES
+    assert names == ALL_RULES | BASE_RULES | EXTENSION_RULES
 
 
 def test_documented_rules_are_project_scoped_with_operations():
@@ -113,6 +115,16 @@ def test_default_check_strings():
     'placement:reshaper:reshape'}), ids=_id)
 def test_admin_passes_every_rule_but_reshape(enforce, rule):
     assert enforce(project_ctx('admin'), rule)
+
+
+def test_explain_is_for_admins_only(enforce):
+    rule = 'placement:allocation_candidates:explain'
+    assert enforce(project_ctx('admin'), rule)
+    assert not enforce(project_ctx('service'), rule)
+    assert not enforce(project_ctx('reader'), rule)
+    enforce.configure(enforce_new_defaults=False)
+    assert enforce(project_ctx('admin'), rule)
+    assert not enforce(project_ctx('member'), rule)
 
 
 def test_admin_alone_may_not_reshape(enforce):
