@@ -534,14 +534,20 @@ class Engine:
             randomize=self.randomize)
 
     def relaxed(self, groups, wide, nested_aware=None):
-        """Providers used per group, with no limit."""
+        """Providers used per group, with no limit. A name that does not
+        exist gives nothing: the real query answered 200 only because an
+        earlier group was empty (upstream's order), which a relaxed
+        query may no longer be."""
         wide = copy.copy(wide)
         wide.limit = None
-        cands, _p, _t = gather.find(
-            self.ctx, groups, wide,
-            nested_aware=(self.nested_aware if nested_aware is None
-                          else nested_aware),
-            max_candidates=_RELAXED_CAP, strategy='depth-first')
+        try:
+            cands, _p, _t = gather.find(
+                self.ctx, groups, wide,
+                nested_aware=(self.nested_aware if nested_aware is None
+                              else nested_aware),
+                max_candidates=_RELAXED_CAP, strategy='depth-first')
+        except (exception.ResourceClassNotFound, exception.TraitNotFound):
+            return {}
         return _used_by_group(cands)
 
 
