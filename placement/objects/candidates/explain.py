@@ -291,16 +291,23 @@ class _Judge:
         for prov in self.provs.values():
             by_root[prov.root_id].add(prov.id)
         self.by_root = by_root
-        # Traits held anywhere in a tree, and by any sharing provider.
-        self.tree_traits = collections.defaultdict(set)
-        for prov in self.provs.values():
-            self.tree_traits[prov.root_id] |= prov.traits
-        self.sharing_traits = set()
-        for rid in world.sharing:
-            self.sharing_traits |= self.provs[rid].traits
-        self.any_traits = set().union(
-            *[p.traits for p in self.provs.values()])
         self._levels = {}
+        self._traits = None
+
+    def _trait_sets(self):
+        """(traits held anywhere in each tree, by any sharing provider,
+        by any provider): the unnumbered group's required traits, worked
+        out on first need."""
+        if self._traits is None:
+            tree = collections.defaultdict(set)
+            for prov in self.provs.values():
+                if prov.traits:
+                    tree[prov.root_id] |= prov.traits
+            sharing = set()
+            for rid in self.world.sharing:
+                sharing |= self.provs[rid].traits
+            self._traits = (tree, sharing, set().union(*tree.values()))
+        return self._traits
 
     def _agg(self, aid):
         return self.world.agg_uuids.get(aid, str(aid))
@@ -314,8 +321,8 @@ class _Judge:
     def judge(self, g, prov):
         """(step key, reason) for the first step ``prov`` fails in ``g``,
         None when it passes them all."""
-        for step in (self._resourceless, self._resources, self._capacity,
-                     self._units, self._required, self._forbidden,
+        for step in (self._resourceless, self._amounts,
+                     self._required, self._forbidden,
                      self._member_of, self._forbidden_aggs, self._in_tree,
                      self._root_required):
             reason = step(g, prov)
@@ -329,23 +336,23 @@ class _Judge:
         return ('resourceless', 'a group without resources matches no '
                 'provider unless it has required traits or member_of')
 
-    def _resources(self, g, prov):
-        return self._amounts(g, prov, 1, 'resources')
-
-    def _capacity(self, g, prov):
-        return self._amounts(g, prov, 2, 'capacity')
-
-    def _units(self, g, prov):
-        return self._amounts(g, prov, 3, 'units')
-
-    def _amounts(self, g, prov, need, key):
+    def _amounts(self, g, prov):
         """Steps on amounts: every class present (level 1), with room
         (2), within the units (3). A numbered group needs each on the
         provider; the unnumbered group needs one class on the provider
         and each one somewhere in its tree or on a sharing provider."""
         if not g.resources:
             return None
-        levels = [(rc, amt, _level(prov, rc, amt)) for rc, amt in g.resources]
+        levels = self._levels_of(g)[prov.id]
+        if levels is None:
+            return None     # it serves every class itself
+        for need, key in ((1, 'resources'), (2, 'capacity'), (3, 'units')):
+            reason = self._amount_step(g, prov, levels, need, key)
+            if reason is not None:
+                return reason
+        return None
+
+    def _amount_step(self, g, prov, levels, need, key):
         failing = [(rc, amt) for rc, amt, lvl in levels if lvl == need - 1]
         if g.numbered:
             if failing:
@@ -383,15 +390,32 @@ class _Judge:
             return '' if alone else tree
         return 'sharing provider' if alone else tree + ' or sharing provider'
 
+    def _levels_of(self, g):
+        """{provider id: [(class, amount, level)]} for ``g``'s amounts,
+        computed once for every provider."""
+        cached = self._levels.get(('prov', g.suffix))
+        if cached is None:
+            cached = {}
+            for rp, prov in self.provs.items():
+                levels = [(rc, amt, _level(prov, rc, amt))
+                          for rc, amt in g.resources]
+                # None: serves every class (the usual case, no step to
+                # fail, and the tree's best level is 3 for each).
+                cached[rp] = (None if all(lvl == 3 for _, _, lvl in levels)
+                              else levels)
+            self._levels[('prov', g.suffix)] = cached
+        return cached
+
     def _tree_levels(self, g):
         """{root: {class: best level in the tree}} for ``g``."""
         cached = self._levels.get(('tree', g.suffix))
         if cached is None:
             cached = collections.defaultdict(dict)
-            for prov in self.provs.values():
-                best = cached[prov.root_id]
-                for rc, amt in g.resources:
-                    lvl = _level(prov, rc, amt)
+            for rp, levels in self._levels_of(g).items():
+                best = cached[self.provs[rp].root_id]
+                if levels is None:
+                    levels = [(rc, amt, 3) for rc, amt in g.resources]
+                for rc, _amt, lvl in levels:
                     if lvl > best.get(rc, 0):
                         best[rc] = lvl
             self._levels[('tree', g.suffix)] = cached
@@ -419,12 +443,12 @@ class _Judge:
                 return ('required', 'lacks %s' % what)
             # The unnumbered group's traits are judged on the providers
             # used together: its tree's, or a sharing provider's.
+            tree_traits, sharing_traits, any_traits = self._trait_sets()
             if prov.id in self.world.sharing:
-                if ids & self.any_traits:
+                if ids & any_traits:
                     continue
                 return ('required', 'no provider has %s' % what)
-            if (ids & self.tree_traits[prov.root_id] or
-                    ids & self.sharing_traits):
+            if ids & tree_traits[prov.root_id] or ids & sharing_traits:
                 continue
             where = self._where(prov)
             return ('required', 'lacks %s%s' % (
