@@ -6,8 +6,9 @@ standard traits / resource classes, for operators.
     placement-manage db stamp <version>
     placement-manage db online_data_migrations [--max-count N]
     placement-manage os-traits sync
-    placement-manage explain '<query string>' [--provider X ...] [--json]
-        [--microversion 1.39] [--sample N]
+    placement-manage audit [--json] [--fix]      (see placement.cmd.ops)
+    placement-manage capacity '<query>' [--json]
+    placement-manage explain '<query>' [--provider X ...] [--json]
 
 Configuration is read like the service reads it: ``--config-file`` /
 ``--config-dir``, else ``$OS_PLACEMENT_CONFIG_DIR/placement.conf``, else
@@ -15,7 +16,6 @@ oslo.config's usual places, with ``OS_<GROUP>__<OPTION>`` overrides.
 """
 import collections
 import functools
-import json
 import sys
 
 from alembic import util as alembic_util
@@ -24,16 +24,12 @@ from oslo_log import log as logging
 import os_resource_classes as orc
 import os_traits
 import prettytable
-import webob
-import webob.exc
 
+from placement.cmd import ops as ops_cmd
 from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
 from placement.db import migration
-from placement import exception
-from placement.handlers import explain as explain_handler
-from placement import microversion
 from placement.objects import data_migration
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -149,122 +145,7 @@ class OsTraitsCommands:
         return 0
 
 
-class ExplainCommands:
-    def __init__(self, config):
-        self.config = config
-
-    def explain(self):
-        """Explain an allocation-candidates query (GET
-        /ops/explain/allocation_candidates without the HTTP): exit 0 with
-        the explanation, 1 with the error the API would answer."""
-        cmd = self.config.command
-        query = cmd.query.strip()
-        if '?' in query:
-            query = query.split('?', 1)[1]
-        want = _version(cmd.microversion)
-        if want is None:
-            print('ERROR: --microversion must be "latest" or one of %s to '
-                  '%s' % (microversion.min_version_string(),
-                          microversion.max_version_string()),
-                  file=sys.stderr)
-            return 1
-        if want < (1, 10):
-            print('ERROR: allocation candidates need microversion 1.10 or '
-                  'later', file=sys.stderr)
-            return 1
-        params = webob.Request.blank('/?' + query).GET
-        ctx = placement_context.admin_context(self.config)
-        try:
-            params, names, sample = explain_handler.split_params(params)
-            if cmd.sample is not None:
-                sample = cmd.sample
-            body = explain_handler.explain_query(
-                ctx, params, want, names + list(cmd.provider or ()), sample)
-        except webob.exc.HTTPException as exc:
-            print('ERROR: %s' % exc.detail, file=sys.stderr)
-            return 1
-        except exception.PlacementError as exc:
-            print('ERROR: %s' % exc.format_message(), file=sys.stderr)
-            return 1
-        if cmd.json:
-            print(json.dumps(body, indent=2, sort_keys=False))
-        else:
-            print(render_explanation(body))
-        return 0
-
-
-def _version(text):
-    latest = microversion.parse(microversion.max_version_string())
-    try:
-        want = latest if text == 'latest' else microversion.parse(text)
-    except (TypeError, ValueError):
-        return None
-    if not (microversion.parse(microversion.min_version_string()) <= want
-            <= latest):
-        return None
-    want.max_version = latest
-    want.min_version = microversion.parse(microversion.min_version_string())
-    return want
-
-
-def render_explanation(body):
-    """The explanation as text tables for a terminal."""
-    lines = ['Query: %s (microversion %s)' % (body['query'],
-                                              body['microversion']),
-             'Candidates: %d; providers kept: %d of %d'
-             % (body['candidates'], body['providers']['kept'],
-                body['providers']['total']), '']
-    table = prettytable.PrettyTable(['Group', 'Step', 'In', 'Kept',
-                                     'Removed'])
-    table.align['Step'] = 'l'
-    table.align['Group'] = 'l'
-    for group in body['groups']:
-        name = group['name']
-        for step in group['steps']:
-            table.add_row([name, step['label'], step['in'], step['kept'],
-                           step['removed']])
-            name = ''
-    comb = body['combination']
-    name = 'combined'
-    for step in comb['steps']:
-        if step['removed'] or step['step'] in ('limit', 'isolate',
-                                               'same_subtree',
-                                               'one_per_tree'):
-            table.add_row([name, step['label'], step['in'], step['kept'],
-                           step['removed']])
-            name = ''
-    table.add_row([name or '', 'kept (in a candidate)', comb['in'],
-                   comb['kept'], comb['in'] - comb['kept']])
-    lines.append(table.get_string())
-    if body['explained']:
-        table = prettytable.PrettyTable(['Provider', 'Outcome', 'Reason'])
-        table.align = 'l'
-        for entry in body['explained']:
-            reason = entry['reason']
-            prefix = '%s: ' % entry['provider']
-            if reason.startswith(prefix):
-                reason = reason[len(prefix):]
-            if entry['kept']:
-                outcome = 'kept'
-            elif entry['step'] is None:
-                outcome = 'unknown'
-            else:
-                outcome = 'excluded: %s' % entry['step']
-                if entry['group']:
-                    outcome += ' (group %s)' % entry['group']
-            table.add_row([entry['provider'], outcome, reason])
-        table.max_width['Reason'] = 90
-        lines += ['', table.get_string()]
-    if body['not_shown']:
-        lines.append('%d more providers not shown (--sample N or '
-                     '--provider X to see them).' % body['not_shown'])
-    if body['suggestions']:
-        lines += ['', 'Nothing fits. What would change that:']
-        lines += ['  - %s' % text for text in body['suggestions']]
-    return '\n'.join(lines)
-
-
-def _add_parsers(subparsers, db, traits, explainer=None):
+def _add_parsers(subparsers, db, traits, ops):
     # Not required, so that a bare "placement-manage" reaches main() and
     # prints the full help instead of an argparse usage error.
     subparsers.required = False
@@ -303,25 +184,7 @@ def _add_parsers(subparsers, db, traits, explainer=None):
     sub = trait_parsers.add_parser('sync', help=text, description=text)
     sub.set_defaults(func=traits.sync)
 
-    if explainer is None:
-        return
-    text = ('Explain an allocation candidates query: how many providers '
-            'each step kept and why the others were excluded.')
-    sub = subparsers.add_parser('explain', help=text, description=text)
-    sub.add_argument('query', help="GET /allocation_candidates' query "
-                     "string, e.g. 'resources=VCPU:1&required=HW_CPU_X86_"
-                     "AVX2'")
-    sub.add_argument('--provider', action='append', metavar='X',
-                     help='a provider (uuid or name) to explain; repeat '
-                     'for more')
-    sub.add_argument('--json', action='store_true',
-                     help='print the JSON the API answers')
-    sub.add_argument('--microversion', default='latest',
-                     help='the microversion to ask at (default latest)')
-    sub.add_argument('--sample', type=int, default=None, metavar='N',
-                     help='how many other providers to explain '
-                     '(default %d)' % explain_handler.DEFAULT_SAMPLE)
-    sub.set_defaults(func=explainer.explain)
+    ops_cmd.add_parsers(subparsers, ops)
 
 
 def main(argv=None):
@@ -329,13 +192,13 @@ def main(argv=None):
     # The parsers are built while the config is parsed, so the command
     # objects get the parsed config afterwards.
     db, traits = DbCommands(None), OsTraitsCommands(None)
-    explainer = ExplainCommands(None)
+    ops = ops_cmd.OpsCommands(None)
     command_opt = cfg.SubCommandOpt(
         'db', dest='command', title='Command', help='Available commands',
         handler=functools.partial(_add_parsers, db=db, traits=traits,
-                                  explainer=explainer))
+                                  ops=ops))
     config = placement_conf.build_conf(args=argv, cli_opts=[command_opt])
-    db.config = traits.config = explainer.config = config
+    db.config = traits.config = ops.config = config
     try:
         func = config.command.func
     except cfg.NoSuchOptError:

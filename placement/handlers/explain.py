@@ -19,7 +19,7 @@ import webob.multidict
 from placement import exception
 from placement.handlers import allocation_candidate as ac_handler
 from placement.objects.candidates import explain as explain_obj
-from placement.policies import explain as policies
+from placement.policies import ops as policies
 from placement import util
 
 PROVIDER_KEY = 'explain_provider'

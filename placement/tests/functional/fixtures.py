@@ -168,3 +168,22 @@ class LegacyPolicyFixture(APIFixture):
     alternatives count. (oslo.policy 6 always enforces token scope; it has
     no enforce_scope option any more.)"""
     conf_overrides = {('oslo_policy', 'enforce_new_defaults'): False}
+
+
+class ProxyHeadersFixture(APIFixture):
+    """[oslo_middleware] enable_proxy_headers_parsing on: the app sits
+    behind a proxy whose X-Forwarded-* / Forwarded headers it trusts."""
+    conf_overrides = {
+        ('oslo_middleware', 'enable_proxy_headers_parsing'): True}
+
+
+class MetricsFixture(APIFixture):
+    """``[metrics] enabled``: GET /metrics is served."""
+    conf_overrides = {('metrics', 'enabled'): True}
+
+
+class MetricsOpenFixture(PolicyFileFixture):
+    """/metrics opened to anyone (no token) by the operator's policy, and
+    to a ``metrics`` role; the API stays closed to both."""
+    conf_overrides = {('metrics', 'enabled'): True}
+    policy_rules = {'placement:metrics:read': '@'}
