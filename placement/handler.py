@@ -13,6 +13,7 @@ from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import allocation_candidate
 from placement.handlers import capacity
+from placement.handlers import explain
 from placement.handlers import inventory
 from placement.handlers import metrics
 from placement.handlers import reshaper
@@ -98,6 +99,9 @@ ROUTES = {
     # Operator extensions (not upstream's) live under /ops/.
     '/ops/capacity': {
         'GET': capacity.get_capacity,
+    },
+    '/ops/explain/allocation_candidates': {
+        'GET': explain.explain_allocation_candidates,
     },
 }
 

@@ -8,6 +8,7 @@ standard traits / resource classes, for operators.
     placement-manage os-traits sync
     placement-manage audit [--json] [--fix]      (see placement.cmd.ops)
     placement-manage capacity '<query>' [--json]
+    placement-manage explain '<query>' [--provider X ...] [--json]
 
 Configuration is read like the service reads it: ``--config-file`` /
 ``--config-dir``, else ``$OS_PLACEMENT_CONFIG_DIR/placement.conf``, else

@@ -2,14 +2,19 @@
 
     placement-manage audit [--json] [--fix]
     placement-manage capacity '<allocation candidates query>' [--json]
+    placement-manage explain '<allocation candidates query>'
+        [--provider X ...] [--json] [--microversion 1.39] [--sample N]
 """
 import json
 import sys
 
 import prettytable
+import webob
 import webob.exc
 
 from placement import context as placement_context
+from placement import exception
+from placement import microversion
 from placement.objects import audit as audit_obj
 
 
@@ -61,6 +66,47 @@ class OpsCommands:
             _print_capacity(report)
         return 0
 
+    def explain(self):
+        """Explain an allocation-candidates query (GET
+        /ops/explain/allocation_candidates without the HTTP): exit 0 with
+        the explanation, 1 with the error the API would answer."""
+        cmd = self.config.command
+        query = cmd.query.strip()
+        if '?' in query:
+            query = query.split('?', 1)[1]
+        want = _version(cmd.microversion)
+        if want is None:
+            print('ERROR: --microversion must be "latest" or one of %s to '
+                  '%s' % (microversion.min_version_string(),
+                          microversion.max_version_string()),
+                  file=sys.stderr)
+            return 1
+        if want < (1, 10):
+            print('ERROR: allocation candidates need microversion 1.10 or '
+                  'later', file=sys.stderr)
+            return 1
+        from placement.handlers import explain as explain_handler
+        params = webob.Request.blank('/?' + query).GET
+        ctx = self._context()
+        try:
+            params, names, sample = explain_handler.split_params(params)
+            if cmd.sample is not None:
+                sample = cmd.sample
+            body = explain_handler.explain_query(
+                ctx, params, want, names + list(cmd.provider or ()), sample)
+        except webob.exc.HTTPException as exc:
+            print('ERROR: %s' % exc.detail, file=sys.stderr)
+            return 1
+        except exception.PlacementError as exc:
+            print('ERROR: %s' % exc.format_message(), file=sys.stderr)
+            return 1
+        if cmd.json:
+            print(json.dumps(body, indent=2, sort_keys=False))
+        else:
+            print(render_explanation(body))
+        return 0
+
+
 
 def _print_findings(findings):
     if not findings:
@@ -100,6 +146,77 @@ def _print_capacity(report):
         'a lower bound: numbered groups are placed greedily'))
 
 
+def _version(text):
+    latest = microversion.parse(microversion.max_version_string())
+    try:
+        want = latest if text == 'latest' else microversion.parse(text)
+    except (TypeError, ValueError):
+        return None
+    if not (microversion.parse(microversion.min_version_string()) <= want
+            <= latest):
+        return None
+    want.max_version = latest
+    want.min_version = microversion.parse(microversion.min_version_string())
+    return want
+
+
+def render_explanation(body):
+    """The explanation as text tables for a terminal."""
+    lines = ['Query: %s (microversion %s)' % (body['query'],
+                                              body['microversion']),
+             'Candidates: %d; providers kept: %d of %d'
+             % (body['candidates'], body['providers']['kept'],
+                body['providers']['total']), '']
+    table = prettytable.PrettyTable(['Group', 'Step', 'In', 'Kept',
+                                     'Removed'])
+    table.align['Step'] = 'l'
+    table.align['Group'] = 'l'
+    for group in body['groups']:
+        name = group['name']
+        for step in group['steps']:
+            table.add_row([name, step['label'], step['in'], step['kept'],
+                           step['removed']])
+            name = ''
+    comb = body['combination']
+    name = 'combined'
+    for step in comb['steps']:
+        if step['removed'] or step['step'] in ('limit', 'isolate',
+                                               'same_subtree',
+                                               'one_per_tree'):
+            table.add_row([name, step['label'], step['in'], step['kept'],
+                           step['removed']])
+            name = ''
+    table.add_row([name or '', 'kept (in a candidate)', comb['in'],
+                   comb['kept'], comb['in'] - comb['kept']])
+    lines.append(table.get_string())
+    if body['explained']:
+        table = prettytable.PrettyTable(['Provider', 'Outcome', 'Reason'])
+        table.align = 'l'
+        for entry in body['explained']:
+            reason = entry['reason']
+            prefix = '%s: ' % entry['provider']
+            if reason.startswith(prefix):
+                reason = reason[len(prefix):]
+            if entry['kept']:
+                outcome = 'kept'
+            elif entry['step'] is None:
+                outcome = 'unknown'
+            else:
+                outcome = 'excluded: %s' % entry['step']
+                if entry['group']:
+                    outcome += ' (group %s)' % entry['group']
+            table.add_row([entry['provider'], outcome, reason])
+        table.max_width['Reason'] = 90
+        lines += ['', table.get_string()]
+    if body['not_shown']:
+        lines.append('%d more providers not shown (--sample N or '
+                     '--provider X to see them).' % body['not_shown'])
+    if body['suggestions']:
+        lines += ['', 'Nothing fits. What would change that:']
+        lines += ['  - %s' % text for text in body['suggestions']]
+    return '\n'.join(lines)
+
+
 def add_parsers(subparsers, ops):
     text = ('Check the database for inconsistencies the API would not '
             'have written; exit 1 when any is found.')
@@ -119,3 +236,21 @@ def add_parsers(subparsers, ops):
     sub.add_argument('--json', action='store_true',
                      help='Print the report as JSON.')
     sub.set_defaults(func=ops.capacity)
+
+    text = ('Explain an allocation candidates query: how many providers '
+            'each step kept and why the others were excluded.')
+    sub = subparsers.add_parser('explain', help=text, description=text)
+    sub.add_argument('query', help="GET /allocation_candidates' query "
+                     "string, e.g. 'resources=VCPU:1&required=HW_CPU_X86_"
+                     "AVX2'")
+    sub.add_argument('--provider', action='append', metavar='X',
+                     help='a provider (uuid or name) to explain; repeat '
+                     'for more')
+    sub.add_argument('--json', action='store_true',
+                     help='print the JSON the API answers')
+    sub.add_argument('--microversion', default='latest',
+                     help='the microversion to ask at (default latest)')
+    sub.add_argument('--sample', type=int, default=None, metavar='N',
+                     help='how many other providers to explain (default '
+                     '10)')
+    sub.set_defaults(func=ops.explain)

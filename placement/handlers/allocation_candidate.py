@@ -170,6 +170,28 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     return out
 
 
+def parse_query(req, want):
+    """(groups, wide) from ``req.GET`` (anything with a ``GET``
+    MultiDict): schema, then request groups; bad input raises the errors
+    this resource answers with. Shared with the explain extension."""
+    util.validate_query_params(req, schema.get_schema(want))
+    wide = ac_request.parse_wide(req.GET)
+    groups = ac_request.parse_groups(req.GET, want, wide)
+    ac_request.check_group_policy(groups, wide)
+    return groups, wide
+
+
+def unknown_name(exc):
+    """The 400 for a resource class or trait the query names that does
+    not exist."""
+    if isinstance(exc, exception.ResourceClassNotFound):
+        return util.http_error(
+            webob.exc.HTTPBadRequest,
+            'Invalid resource class in resources parameter: %s'
+            % exc.format_message())
+    return util.http_error(webob.exc.HTTPBadRequest, exc.format_message())
+
+
 @util.wsgify
 @util.check_accept('application/json')
 def list_allocation_candidates(req):
@@ -179,11 +201,7 @@ def list_allocation_candidates(req):
         raise util.http_error(webob.exc.HTTPNotFound)
     context = req.environ['placement.context']
     context.can(policies.LIST)
-    util.validate_query_params(req, schema.get_schema(want))
-
-    wide = ac_request.parse_wide(req.GET)
-    groups = ac_request.parse_groups(req.GET, want, wide)
-    ac_request.check_group_policy(groups, wide)
+    groups, wide = parse_query(req, want)
 
     conf = context.config.placement
     nested_aware = want.matches(NESTED_AWARE)
@@ -193,14 +211,9 @@ def list_allocation_candidates(req):
             max_candidates=conf.max_allocation_candidates,
             strategy=conf.allocation_candidates_generation_strategy,
             randomize=conf.randomize_allocation_candidates)
-    except exception.ResourceClassNotFound as exc:
-        raise util.http_error(
-            webob.exc.HTTPBadRequest,
-            'Invalid resource class in resources parameter: %s'
-            % exc.format_message())
-    except exception.TraitNotFound as exc:
-        raise util.http_error(webob.exc.HTTPBadRequest,
-                              exc.format_message())
+    except (exception.ResourceClassNotFound,
+            exception.TraitNotFound) as exc:
+        raise unknown_name(exc)
 
     body = {
         'allocation_requests': _allocation_requests(cands, providers, want),

@@ -1,5 +1,6 @@
 """Default policy rules: upstream's names, check strings, scope types and
-deprecated (legacy ``rule:admin_api``) alternatives, in upstream's order."""
+deprecated (legacy ``rule:admin_api``) alternatives, in upstream's order;
+then the rules of this project's extensions."""
 import itertools
 
 from placement.policies import aggregate

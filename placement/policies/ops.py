@@ -1,11 +1,14 @@
-"""Rules of the operator extensions (not in upstream): metrics and the
-capacity report. Admin by default; a deployer opens /metrics to a scraper
-with e.g. ``"placement:metrics:read": "role:metrics"`` or ``"@"``
-(anyone, no token needed) without opening the API."""
+"""Rules of the operator extensions (not in upstream): metrics, the
+capacity report and the explanation of allocation-candidates queries.
+Admin by default; a deployer opens /metrics to a scraper with e.g.
+``"placement:metrics:read": "role:metrics"`` or ``"@"`` (anyone, no token
+needed) without opening the API."""
 from placement.policies import base
 
 METRICS_READ = 'placement:metrics:read'
 CAPACITY_READ = 'placement:capacity:read'
+# An upstream-style name: it explains an allocation_candidates query.
+EXPLAIN = 'placement:allocation_candidates:explain'
 
 rules = [
     base.documented(METRICS_READ, base.RULE_ADMIN_API,
@@ -13,6 +16,11 @@ rules = [
     base.documented(CAPACITY_READ, base.RULE_ADMIN_API,
                     'Report how many more requests of a kind fit.',
                     [('GET', '/ops/capacity')]),
+    base.documented(EXPLAIN, base.RULE_ADMIN_API,
+                    'Explain an allocation candidates query: which '
+                    'providers each step kept, and why the others were '
+                    'excluded (it shows every provider\'s usage).',
+                    [('GET', '/ops/explain/allocation_candidates')]),
 ]
 
 

@@ -86,7 +86,8 @@ def test_rule_names_are_upstreams():
     extensions = {rule.name for rule in ops_policies.list_rules()}
     assert names - extensions == ALL_RULES | BASE_RULES
     assert extensions == {'placement:metrics:read',
-                          'placement:capacity:read'}
+                          'placement:capacity:read',
+                          'placement:allocation_candidates:explain'}
 
 
 def test_documented_rules_are_project_scoped_with_operations():
@@ -118,6 +119,16 @@ def test_default_check_strings():
     'placement:reshaper:reshape'}), ids=_id)
 def test_admin_passes_every_rule_but_reshape(enforce, rule):
     assert enforce(project_ctx('admin'), rule)
+
+
+def test_explain_is_for_admins_only(enforce):
+    rule = 'placement:allocation_candidates:explain'
+    assert enforce(project_ctx('admin'), rule)
+    assert not enforce(project_ctx('service'), rule)
+    assert not enforce(project_ctx('reader'), rule)
+    enforce.configure(enforce_new_defaults=False)
+    assert enforce(project_ctx('admin'), rule)
+    assert not enforce(project_ctx('member'), rule)
 
 
 def test_admin_alone_may_not_reshape(enforce):
