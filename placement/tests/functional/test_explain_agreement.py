@@ -23,7 +23,6 @@ import importlib.util
 import json
 import os
 import random
-import time
 
 import webob
 
@@ -212,24 +211,17 @@ def _bench_tool():
     return module
 
 
-def test_perfload_explanation_takes_under_a_second():
-    """Explaining nova's perfload query over 1,000 providers: under 1 s
-    (about a tenth of that on SQLite; best of three runs, the machine
-    being shared)."""
+def test_perfload_explanation():
+    """Explaining nova's perfload query over 1,000 providers: the counts
+    of the real answer and a reason for every other provider. (Its time
+    is measured by tools/bench-explain, not here.)"""
     bench = _bench_tool()
     with fixtures.app_over_world(bench.perfload_world(1000)) as app:
-        path = '/ops/explain' + bench.PERFLOAD_QUERY
-        best = None
-        for _ in range(3):
-            start = time.perf_counter()
-            status, body = _get(app, path, '1.39')
-            took = time.perf_counter() - start
-            best = took if best is None else min(best, took)
-        assert status == 200
-        assert body['candidates'] == 167
-        assert body['reasons'] == {'required': 666, 'member_of': 167}
-    print('perfload explain: %.0f ms' % (best * 1000))
-    assert best < 1.0
+        status, body = _get(app, '/ops/explain' + bench.PERFLOAD_QUERY,
+                            '1.39')
+    assert status == 200
+    assert body['candidates'] == 167
+    assert body['reasons'] == {'required': 666, 'member_of': 167}
 
 
 def test_a_wrong_explanation_is_caught():
