@@ -29,7 +29,7 @@ from placement.db import api as db_api
 from placement import deploy
 from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 
 UPSTREAM_PY = '/work/upstream-venv/bin/python'
 RUNNER = os.path.join(os.path.dirname(__file__), 'upstream_runner.py')
@@ -305,7 +305,7 @@ def _both_over(world):
     subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
                    cwd='/')
     world.write(db.engine)
-    conf = fixtures.build_test_conf(db.url)
+    conf = gabbits.build_test_conf(db.url)
     db_api.configure(conf)
     undo = db_api.patch_engine(db.engine)
     upstream = _Upstream(db.url)
