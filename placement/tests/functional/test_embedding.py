@@ -190,3 +190,13 @@ def test_reconfigure_switches_database(tmp_path, monkeypatch):
         assert disposed, 'old pool not disposed'
     finally:
         conf.clear_override('connection', group='placement_database')
+
+
+def test_admin_token_may_reshape():
+    """nova's report client tests reshape with the admin token, as
+    upstream's fixture allows (legacy policy defaults)."""
+    with pfix.PlacementFixture() as fix:
+        resp = requests.post(fix.endpoint + '/reshaper', json={}, headers={
+            'x-auth-token': 'admin',
+            'openstack-api-version': 'placement 1.30'})
+        assert resp.status_code == 400, resp.text
