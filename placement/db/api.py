@@ -194,12 +194,19 @@ def install_listeners(engine):
         return
     if sa.event.contains(engine, 'connect', _sqlite_pragmas):
         return
-    # insert=True: ahead of oslo.db's own SQLite listeners on its
-    # engines, which emit a plain BEGIN unless ours already began.
     sa.event.listen(engine, 'connect', _sqlite_pragmas, insert=True)
-    sa.event.listen(engine, 'begin', _sqlite_begin, insert=True)
+    # Ours must begin first: oslo.db's own listener on its engines emits
+    # a plain (deferred) BEGIN unless a transaction was already begun.
+    # SQLAlchemy ignores insert=True for connection events, so the
+    # listeners already there are put back after ours.
+    earlier = list(engine.dispatch.begin)
+    for fn in earlier:
+        sa.event.remove(engine, 'begin', fn)
+    sa.event.listen(engine, 'begin', _sqlite_begin)
+    for fn in earlier:
+        sa.event.listen(engine, 'begin', fn)
     for event in ('commit', 'rollback'):
-        sa.event.listen(engine, event, _sqlite_end, insert=True)
+        sa.event.listen(engine, event, _sqlite_end)
 
 
 def _sqlite_begin(conn):

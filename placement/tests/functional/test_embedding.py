@@ -3,6 +3,7 @@ osc-placement's functional tests embed it: the fixtures they import from
 the installed package, database reconfiguration per test, and SQLite
 listeners that stay on placement's own engines."""
 import logging
+import sqlite3
 
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
@@ -170,6 +171,27 @@ def test_listeners_stay_on_placement_engines(tmp_path):
         conn.commit()
     other.dispose()
     assert not sa.event.contains(other, 'begin', db_api._sqlite_begin)
+
+
+def test_configured_engine_begins_immediate(tmp_path):
+    """Several workers on one SQLite file: a transaction takes the write
+    lock when it begins (ahead of oslo.db's own plain BEGIN), so a read
+    followed by a write cannot fail with 'database is locked'."""
+    path = str(tmp_path / 'ours.db')
+    conf = placement_conf.build_conf(args=[], default_config_files=[])
+    conf.set_override('connection', 'sqlite:///' + path,
+                      group='placement_database')
+    try:
+        db_api.configure(conf)
+        engine = db_api.get_engine()
+        with engine.begin() as conn:
+            conn.exec_driver_sql('SELECT 1')
+            other = sqlite3.connect(path, timeout=0, isolation_level=None)
+            with pytest.raises(sqlite3.OperationalError, match='locked'):
+                other.execute('BEGIN IMMEDIATE')
+            other.close()
+    finally:
+        conf.clear_override('connection', group='placement_database')
 
 
 def test_reconfigure_switches_database(tmp_path, monkeypatch):
