@@ -1,8 +1,13 @@
 """Authentication middleware: keystonemiddleware, or noauth2 for tests.
 
-``GET /`` is always answered without a token, as upstream does.
+``GET /`` is always answered without a token, as upstream does. Paths in
+``anonymous_paths`` (``/metrics`` when enabled) may come without a token:
+they get an empty context (no user, no roles) and their policy rule
+decides; with a token they are authenticated as usual.
 """
+from keystoneauth1 import exceptions as ksa_exceptions
 from keystonemiddleware import auth_token
+from keystonemiddleware.auth_token import _exceptions as ksm_exceptions
 from oslo_log import log as logging
 from oslo_middleware import request_id
 import webob.exc
@@ -13,8 +18,21 @@ from placement import util
 LOG = logging.getLogger(__name__)
 
 
+ENV_ANONYMOUS = 'placement.anonymous'
+
+
 def _unauthorized():
     return util.http_error(webob.exc.HTTPUnauthorized)
+
+
+def _tokenless(environ, anonymous_paths):
+    """Mark an allowed token-less request as anonymous; True if so."""
+    if (environ.get('PATH_INFO') in anonymous_paths
+            and 'HTTP_X_AUTH_TOKEN' not in environ
+            and 'HTTP_X_STORAGE_TOKEN' not in environ):
+        environ[ENV_ANONYMOUS] = True
+        return True
+    return False
 
 
 class NoAuthMiddleware:
@@ -28,13 +46,15 @@ class NoAuthMiddleware:
     project is set; oslo.context reads the scope header itself.
     """
 
-    def __init__(self, application):
+    def __init__(self, application, anonymous_paths=()):
         self.application = application
+        self.anonymous_paths = anonymous_paths
 
     # Plain WSGI: webob's Request per middleware layer costs more than
     # what the layer does.
     def __call__(self, environ, start_response):
-        if environ['PATH_INFO'] in ('/', ''):
+        if (environ['PATH_INFO'] in ('/', '')
+                or _tokenless(environ, self.anonymous_paths)):
             return self.application(environ, start_response)
         token = environ.get('HTTP_X_AUTH_TOKEN')
         if token is None:
@@ -62,10 +82,17 @@ class KeystoneContext:
         self.config = config
 
     def __call__(self, environ, start_response):
-        ctx = placement_context.RequestContext.from_environ(
-            environ, request_id=environ.get(request_id.ENV_REQUEST_ID))
+        if environ.get(ENV_ANONYMOUS):
+            # Identity headers of a token-less request are the client's
+            # own words: none of them count.
+            ctx = placement_context.RequestContext(
+                request_id=environ.get(request_id.ENV_REQUEST_ID))
+        else:
+            ctx = placement_context.RequestContext.from_environ(
+                environ, request_id=environ.get(request_id.ENV_REQUEST_ID))
         ctx.config = self.config
-        if ctx.user_id is None and environ['PATH_INFO'] not in ('/', ''):
+        if (ctx.user_id is None and environ['PATH_INFO'] not in ('/', '')
+                and not environ.get(ENV_ANONYMOUS)):
             LOG.debug('Neither X_USER_ID nor X_USER found in request')
             return _unauthorized()(environ, start_response)
         environ['placement.context'] = ctx
@@ -75,17 +102,36 @@ class KeystoneContext:
 class KeystoneAuth(auth_token.AuthProtocol):
     """keystonemiddleware's auth_token, except for ``GET /``."""
 
-    def __init__(self, app, conf):
+    def __init__(self, app, conf, anonymous_paths=()):
         self._placement_app = app
+        self._anonymous_paths = anonymous_paths
         super().__init__(app, conf)
 
     def __call__(self, environ, start_response):
-        if environ['PATH_INFO'] in ('/', ''):
+        if (environ['PATH_INFO'] in ('/', '')
+                or _tokenless(environ, self._anonymous_paths)):
             return self._placement_app(environ, start_response)
         return super().__call__(environ, start_response)
 
+    def fetch_token(self, token, **kwargs):
+        """A Keystone that accepts the connection but does not answer
+        within http_connect_timeout raises ConnectTimeout, which
+        keystonemiddleware does not catch (it catches ConnectFailure, a
+        sibling): answer it as the refused connection is answered, 503,
+        instead of a 500."""
+        try:
+            return super().fetch_token(token, **kwargs)
+        except ksa_exceptions.ConnectionError as e:
+            self.log.critical('Unable to validate token: %s', e)
+            if self._delay_auth_decision:
+                raise ksm_exceptions.InvalidToken(
+                    'Keystone unavailable: %s' % e)
+            raise webob.exc.HTTPServiceUnavailable(
+                'The Keystone service is temporarily unavailable.')
 
-def keystone_auth(conf):
+
+def keystone_auth(conf, anonymous_paths=()):
     def wrap(app):
-        return KeystoneAuth(app, {'oslo_config_config': conf})
+        return KeystoneAuth(app, {'oslo_config_config': conf},
+                            anonymous_paths)
     return wrap

@@ -53,6 +53,17 @@ def unavailable_response():
                            DB_UNAVAILABLE_MSG)
 
 
+def _db_error_kind(exc):
+    """For the request metrics: which way the database failed, if it did."""
+    if is_db_unavailable(exc):
+        return 'unavailable'
+    if isinstance(exc, db_exc.DBDeadlock):
+        return 'deadlock'
+    if isinstance(exc, (db_exc.DBError, sa_exc.SQLAlchemyError)):
+        return 'data' if is_db_data_error(exc) else 'other'
+    return None
+
+
 def _error_response(exc):
     if is_db_unavailable(exc):
         LOG.warning('Database unavailable: %s', exc)
@@ -81,6 +92,7 @@ class FaultWrapper:
         try:
             return self.application(environ, start_response)
         except Exception as exc:  # noqa: BLE001 - this is the barrier
+            environ['placement.db_error'] = _db_error_kind(exc)
             known = _error_response(exc)
             if known is None:
                 LOG.exception('Unhandled error while serving %s %s',

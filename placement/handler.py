@@ -12,7 +12,9 @@ from placement import errors
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import allocation_candidate
+from placement.handlers import capacity
 from placement.handlers import inventory
+from placement.handlers import metrics
 from placement.handlers import reshaper
 from placement.handlers import resource_class
 from placement.handlers import resource_provider
@@ -93,7 +95,35 @@ ROUTES = {
     '/reshaper': {
         'POST': reshaper.reshape,
     },
+    # Operator extensions (not upstream's) live under /ops/.
+    '/ops/capacity': {
+        'GET': capacity.get_capacity,
+    },
 }
+
+
+# Served only when the deployer turned them on; otherwise unknown URLs.
+OPTIONAL_ROUTES = [
+    (lambda conf: conf.metrics.enabled, '/metrics', {'GET': metrics.scrape}),
+]
+
+
+def declarations(config):
+    """ROUTES plus the optional routes ``config`` turns on."""
+    routes_ = dict(ROUTES)
+    for enabled, url, targets in OPTIONAL_ROUTES:
+        if config is not None and enabled(config):
+            routes_[url] = targets
+    return routes_
+
+
+def route_template(mapper):
+    """environ -> the template of the route its path matches (for request
+    metrics: '/resource_providers/{uuid}', never the raw URL)."""
+    def route_of(environ):
+        found = mapper.routematch(environ.get('PATH_INFO', ''))
+        return found[1].routepath if found else 'unmatched'
+    return route_of
 
 
 def _method_not_allowed(environ, start_response):
@@ -159,7 +189,7 @@ class PlacementHandler:
 
     def __init__(self, config):
         self.config = config
-        self._map = make_map(ROUTES)
+        self._map = self.mapper = make_map(declarations(config))
 
     def __call__(self, environ, start_response):
         clen = environ.get('CONTENT_LENGTH')
@@ -182,9 +212,11 @@ class PlacementHandler:
         except webob.exc.HTTPException as exc:
             environ[util.ENV_ERROR_CODE] = exc.placement_code
             raise
-        result = self._map.match(environ=environ)
-        if result is None:
+        found = self._map.routematch(environ=environ)
+        if found is None:
             raise util.http_error(webob.exc.HTTPNotFound)
+        result, route = found
+        environ['placement.route'] = route.routepath
         handler = result.pop('action')
         # Routes hands back the WSGI (latin-1) form; handlers get UTF-8.
         result = {key: _wsgi_text(value, 'URL path')

@@ -6,6 +6,8 @@ standard traits / resource classes, for operators.
     placement-manage db stamp <version>
     placement-manage db online_data_migrations [--max-count N]
     placement-manage os-traits sync
+    placement-manage audit [--json] [--fix]      (see placement.cmd.ops)
+    placement-manage capacity '<query>' [--json]
 
 Configuration is read like the service reads it: ``--config-file`` /
 ``--config-dir``, else ``$OS_PLACEMENT_CONFIG_DIR/placement.conf``, else
@@ -22,6 +24,7 @@ import os_resource_classes as orc
 import os_traits
 import prettytable
 
+from placement.cmd import ops as ops_cmd
 from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
@@ -141,7 +144,7 @@ class OsTraitsCommands:
         return 0
 
 
-def _add_parsers(subparsers, db, traits):
+def _add_parsers(subparsers, db, traits, ops):
     # Not required, so that a bare "placement-manage" reaches main() and
     # prints the full help instead of an argparse usage error.
     subparsers.required = False
@@ -180,17 +183,21 @@ def _add_parsers(subparsers, db, traits):
     sub = trait_parsers.add_parser('sync', help=text, description=text)
     sub.set_defaults(func=traits.sync)
 
+    ops_cmd.add_parsers(subparsers, ops)
+
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     # The parsers are built while the config is parsed, so the command
     # objects get the parsed config afterwards.
     db, traits = DbCommands(None), OsTraitsCommands(None)
+    ops = ops_cmd.OpsCommands(None)
     command_opt = cfg.SubCommandOpt(
         'db', dest='command', title='Command', help='Available commands',
-        handler=functools.partial(_add_parsers, db=db, traits=traits))
+        handler=functools.partial(_add_parsers, db=db, traits=traits,
+                                  ops=ops))
     config = placement_conf.build_conf(args=argv, cli_opts=[command_opt])
-    db.config = traits.config = config
+    db.config = traits.config = ops.config = config
     try:
         func = config.command.func
     except cfg.NoSuchOptError:

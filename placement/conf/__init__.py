@@ -9,6 +9,7 @@ from oslo_config import cfg
 from oslo_db import options as oslo_db_options
 from oslo_log import log as logging
 from oslo_middleware import cors
+from oslo_middleware import http_proxy_to_wsgi
 from oslo_middleware import sizelimit
 from oslo_policy import opts as policy_opts
 
@@ -71,6 +72,23 @@ workarounds_opts = [
                 help='Accepted for compatibility. Candidate generation here '
                      'is always output-sensitive, so wide trees need no '
                      'special switch.'),
+]
+
+metrics_group = cfg.OptGroup(
+    'metrics', title='Metrics options',
+    help='Prometheus metrics at GET /metrics (an extension: upstream '
+         'Placement has none).')
+metrics_opts = [
+    cfg.BoolOpt('enabled', default=False,
+                help='Serve GET /metrics in the Prometheus text format: '
+                     'inventory and usage gauges per provider and class '
+                     '(the openstack_placement_* families of '
+                     'openstack-exporter) and request metrics of this '
+                     'service. Access is decided by the policy rule '
+                     'placement:metrics:read. Several worker processes '
+                     'need PROMETHEUS_MULTIPROC_DIR set in their '
+                     'environment so that request metrics add up across '
+                     'them. When False, /metrics is an unknown URL (404).'),
 ]
 
 placement_db_group = cfg.OptGroup(
@@ -156,12 +174,16 @@ def register_opts(conf):
     for group, opts in ((api_group, api_opts),
                         (placement_group, placement_opts),
                         (workarounds_group, workarounds_opts),
+                        (metrics_group, metrics_opts),
                         (placement_db_group, placement_db_opts)):
         fresh = _fresh(group)
         conf.register_group(fresh)
         conf.register_opts(opts, group=fresh)
     policy_opts.set_defaults(conf)
     conf.register_opts(cors.CORS_OPTS, 'cors')
+    # [oslo_middleware] enable_proxy_headers_parsing, as upstream registers
+    # it: off unless a trusted proxy sets X-Forwarded-* / Forwarded.
+    conf.register_opts(http_proxy_to_wsgi.OPTS, 'oslo_middleware')
     # oslo.middleware's body size limit; its 112 KiB default could refuse a
     # large but valid reshape or allocations batch, so allow 1 MiB.
     conf.register_opts(sizelimit.OPTS, 'oslo_middleware')

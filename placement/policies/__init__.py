@@ -7,6 +7,7 @@ from placement.policies import allocation
 from placement.policies import allocation_candidate
 from placement.policies import base
 from placement.policies import inventory
+from placement.policies import ops
 from placement.policies import reshaper
 from placement.policies import resource_class
 from placement.policies import resource_provider
@@ -26,4 +27,5 @@ def list_rules():
         allocation.list_rules(),
         allocation_candidate.list_rules(),
         reshaper.list_rules(),
+        ops.list_rules(),
     ))

@@ -73,10 +73,18 @@ class LiveServer:
     :param threads: gthread threads per worker (1 means sync workers).
     :param start_timeout: seconds to wait for ``GET /`` to answer.
     :param gunicorn_args: extra gunicorn command-line arguments.
+    :param env: extra environment variables for gunicorn.
+    :param gunicorn: the gunicorn to run (another virtualenv's, e.g. one
+        with upstream placement installed); the project's by default.
+    :param cwd: where gunicorn runs (and so which ``placement`` package it
+        imports first); the repository by default.
     """
 
     def __init__(self, workers=2, port=None, conf=None, threads=1,
-                 start_timeout=60, timeout=60, gunicorn_args=()):
+                 start_timeout=60, timeout=60, gunicorn_args=(),
+                 env=None, gunicorn=None, cwd=None):
+        self.gunicorn = gunicorn
+        self.cwd = cwd or REPO_ROOT
         self.workers = workers
         self.port = port or free_port()
         self.conf = conf or {}
@@ -84,6 +92,7 @@ class LiveServer:
         self.start_timeout = start_timeout
         self.timeout = timeout
         self.gunicorn_args = list(gunicorn_args)
+        self.env = dict(env or {})
         self.url = 'http://127.0.0.1:%d' % self.port
         self.db = None
         self.proc = None
@@ -139,7 +148,8 @@ class LiveServer:
         env = dict(os.environ)
         env['OS_PLACEMENT_CONFIG_DIR'] = self.config_dir
         env.pop('PLACEMENT_TEST_DB_URL', None)
-        gunicorn = _gunicorn()
+        env.update(self.env)
+        gunicorn = self.gunicorn or _gunicorn()
         cmd = [gunicorn, '-w', str(self.workers),
                '-b', '127.0.0.1:%d' % self.port,
                '--timeout', str(self.timeout),
@@ -150,7 +160,7 @@ class LiveServer:
         cmd += self.gunicorn_args
         cmd.append('placement.wsgi.api:application')
         self.proc = subprocess.Popen(
-            cmd, cwd=REPO_ROOT, env=env, stdout=self._log,
+            cmd, cwd=self.cwd, env=env, stdout=self._log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
         self._wait_ready()

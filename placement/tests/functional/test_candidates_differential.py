@@ -3,14 +3,18 @@
 Each world is written once into a fresh database of the kind under test
 (SQLite unless ``PLACEMENT_TEST_DB_URL`` names a server) whose schema
 upstream's own migrations created; our app and upstream's (in
-/work/upstream-venv, with psycopg2 and PyMySQL for servers, in a
-subprocess running ``upstream_runner.py``) then answer the same random
-queries over the same database, and the answers must match: the same status,
-the same error text, the same *set* of allocation requests (upstream's
-order is undefined) and the same provider summaries.
+``.upstream-venv/``, in a subprocess running ``upstream_runner.py``) then
+answer the same random queries over the same database, and the answers must
+match: the same status, the same error text, the same *set* of allocation
+requests (upstream's order is undefined) and the same provider summaries.
 
-Skipped when /work/upstream-venv is missing. The default run is short;
-the full one is::
+Upstream's venv is built by a module fixture calling
+``tools/bootstrap-upstream-venv`` (see ``upstream_venv``): a fixture rather
+than a step of ``tools/run-tests`` so a direct pytest run builds it too;
+once built, the call costs a stamp check. ``.ci/run`` builds it before the
+timed suites. If it cannot be built the tests fail under ``CI=true`` and
+are skipped, with the reason, elsewhere. The default run is short; the
+full one is::
 
     PLACEMENT_DIFF_CASES=1000 .venv/bin/python -m pytest -q \
         placement/tests/functional/test_candidates_differential.py
@@ -30,8 +34,9 @@ from placement import deploy
 from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
+from placement.tests.functional import upstream_venv
 
-UPSTREAM_PY = '/work/upstream-venv/bin/python'
+UPSTREAM_PY = upstream_venv.executable('upstream')
 RUNNER = os.path.join(os.path.dirname(__file__), 'upstream_runner.py')
 CASES = int(os.environ.get('PLACEMENT_DIFF_CASES', '60'))
 QUERIES_PER_WORLD = 10
@@ -41,9 +46,10 @@ AGGS = ['aaaaaaaa-0000-0000-0000-00000000000%d' % i for i in range(3)]
 TRAITS = ['CUSTOM_A', 'CUSTOM_B', 'HW_CPU_X86_AVX']
 RCS = ['VCPU', 'MEMORY_MB', 'DISK_GB', 'CUSTOM_X']
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(UPSTREAM_PY),
-    reason='upstream placement 16.0.0 venv not found at /work/upstream-venv')
+
+@pytest.fixture(scope='module', autouse=True)
+def _upstream_built():
+    upstream_venv.require('upstream')
 
 
 def random_world(rnd, flat=False):

@@ -271,7 +271,8 @@ def test_config_sample_generates_with_placement_options(tmp_path):
     for needle in ('[placement_database]', '[api]', '#auth_strategy = ',
                    '[placement]', 'incomplete_consumer_project_id',
                    '#sync_on_startup = false', '[keystone_authtoken]',
-                   '[cors]'):
+                   '[cors]', '[oslo_middleware]',
+                   '#enable_proxy_headers_parsing = false'):
         assert needle in text
 
 

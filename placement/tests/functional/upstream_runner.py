@@ -1,6 +1,6 @@
 """Serve GET requests with upstream placement (run by its own venv).
 
-Usage: /work/upstream-venv/bin/python upstream_runner.py DB [init]
+Usage: .upstream-venv/bin/python upstream_runner.py DB [init]
   [MAX_CANDIDATES]
 
 DB is a SQLite file's path or a database URL.

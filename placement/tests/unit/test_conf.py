@@ -59,6 +59,16 @@ def test_environment_variable_overrides_an_option(clean_env):
     assert conf.api.auth_strategy == 'noauth2'
 
 
+def test_proxy_headers_parsing_is_off_and_set_from_the_environment(
+        clean_env):
+    conf = placement_conf.build_conf(default_config_files=[])
+    assert conf.oslo_middleware.enable_proxy_headers_parsing is False
+    clean_env.setenv('OS_OSLO_MIDDLEWARE__ENABLE_PROXY_HEADERS_PARSING',
+                     'true')
+    conf = placement_conf.build_conf(default_config_files=[])
+    assert conf.oslo_middleware.enable_proxy_headers_parsing is True
+
+
 def test_environment_variable_beats_the_config_file(clean_env, tmp_path):
     confdir = tmp_path / 'etc'
     _write_conf(confdir, '[placement]\nmax_allocation_candidates = 5\n')

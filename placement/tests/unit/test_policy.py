@@ -8,6 +8,7 @@ from placement import conf as placement_conf
 from placement import context
 from placement import exception
 from placement import policies
+from placement.policies import ops as ops_policies
 from placement import policy
 
 ALL_RULES = {
@@ -80,8 +81,12 @@ def project_ctx(*roles, project='proj'):
 
 
 def test_rule_names_are_upstreams():
+    """Upstream's rules, plus the operator extensions' own."""
     names = {rule.name for rule in policies.list_rules()}
-    assert names == ALL_RULES | BASE_RULES
+    extensions = {rule.name for rule in ops_policies.list_rules()}
+    assert names - extensions == ALL_RULES | BASE_RULES
+    assert extensions == {'placement:metrics:read',
+                          'placement:capacity:read'}
 
 
 def test_documented_rules_are_project_scoped_with_operations():
