@@ -166,7 +166,11 @@ def _fresh(group):
 
 
 def register_opts(conf):
+    """Every option the service reads, oslo.log's included (as upstream
+    does: embedders such as nova's tests call this on a bare ConfigOpts),
+    on ``conf`` before it is parsed."""
     conf.register_opts(default_opts)
+    logging.register_options(conf)
     for group, opts in ((api_group, api_opts),
                         (placement_group, placement_opts),
                         (workarounds_group, workarounds_opts),
@@ -210,7 +214,6 @@ def build_conf(args=None, default_config_files=None, environ=None,
     """
     conf = cfg.ConfigOpts()
     register_opts(conf)
-    logging.register_options(conf)
     conf.register_cli_opts(cli_opts)
     if default_config_files is None:
         default_config_files = config_files_from_env(environ)

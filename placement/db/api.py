@@ -19,11 +19,15 @@ import sqlalchemy as sa
 
 from placement import conf as placement_conf
 
+# The one manager objects decorate with; configure() swaps the factory
+# (engines and their settings) underneath it, so decorated functions
+# follow a reconfiguration.
 context_manager = enginefacade.transaction_context()
 reader = context_manager.reader
 writer = context_manager.writer
 
-_CONFIGURED = {'url': None}
+# The facade options and transaction manager configure() last installed.
+_CONFIGURED = {'options': None, 'manager': None}
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
@@ -53,11 +57,8 @@ def _with_connect_timeout(url, parameters):
     return '%s&%s' % (parameters, extra) if parameters else extra
 
 
-def configure(conf):
-    """Point the enginefacade at the configured (or embedded) database."""
+def _facade_options(conf):
     url = placement_conf.database_url(conf)
-    if _CONFIGURED['url'] is not None:
-        return
     db = conf.placement_database
     options = dict(
         connection=url,
@@ -79,9 +80,28 @@ def configure(conf):
         # yield hands the CPU away in the middle of a request.
         thread_checkin=False,
     )
-    context_manager.configure(
-        **{k: v for k, v in options.items() if v is not None})
-    _CONFIGURED['url'] = url
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def configure(conf):
+    """Point the enginefacade at the configured (or embedded) database.
+
+    Configuring again with other database options (an embedding process,
+    such as nova's functional tests, wants a fresh database per test)
+    installs a new enginefacade factory with its own engines and closes
+    the previous one's pooled connections; the same options keep the
+    current engines (and an in-memory SQLite database's contents).
+    """
+    options = _facade_options(conf)
+    if options == _CONFIGURED['options']:
+        return
+    manager = enginefacade.transaction_context()
+    manager.configure(on_engine_create=[install_listeners], **options)
+    context_manager.patch_factory(manager)
+    previous = _CONFIGURED['manager']
+    _CONFIGURED.update(options=options, manager=manager)
+    if previous is not None:
+        previous.dispose_pool()
 
 
 def get_engine():
@@ -161,12 +181,32 @@ def _pg_idle(dbapi_conn):
 
 def patch_engine(engine):
     """Tests: route every transaction to ``engine``; returns an undo call."""
+    install_listeners(engine)
     return context_manager.patch_engine(engine)
 
 
-sa.event.listen(sa.engine.Engine, 'connect',
-                lambda conn, rec: _sqlite_pragmas(conn, rec)
-                if type(conn).__module__.startswith('sqlite3') else None)
+def install_listeners(engine):
+    """Our SQLite connection settings and BEGIN IMMEDIATE, on ``engine``
+    only (the engines configure() creates, and test engines): other
+    engines in the process (an embedding nova's, say) keep their own
+    behaviour. Does nothing for other databases or when already there."""
+    if engine.dialect.name != 'sqlite':
+        return
+    if sa.event.contains(engine, 'connect', _sqlite_pragmas):
+        return
+    sa.event.listen(engine, 'connect', _sqlite_pragmas, insert=True)
+    # Ours must begin first: oslo.db's own listener on its engines emits
+    # a plain (deferred) BEGIN unless a transaction was already begun.
+    # SQLAlchemy ignores insert=True for connection events, so the
+    # listeners already there are put back after ours.
+    earlier = list(engine.dispatch.begin)
+    for fn in earlier:
+        sa.event.remove(engine, 'begin', fn)
+    sa.event.listen(engine, 'begin', _sqlite_begin)
+    for fn in earlier:
+        sa.event.listen(engine, 'begin', fn)
+    for event in ('commit', 'rollback'):
+        sa.event.listen(engine, event, _sqlite_end)
 
 
 def _sqlite_begin(conn):
@@ -187,21 +227,12 @@ def _sqlite_begin(conn):
 
 
 def _sqlite_end(conn):
-    if conn.dialect.name != 'sqlite':
-        return
     try:
         conn.info.pop('in_transaction', None)
     except sa.exc.SQLAlchemyError:
         # A connection lost mid-transaction refuses even this; the
         # original error (503 for a lost database) must surface, not this.
         pass
-
-
-sa.event.listen(sa.engine.Engine, 'begin',
-                lambda conn: _sqlite_begin(conn)
-                if conn.dialect.name == 'sqlite' else None)
-for _event in ('commit', 'rollback'):
-    sa.event.listen(sa.engine.Engine, _event, _sqlite_end)
 
 
 def retry_on_deadlock(f):

@@ -12,6 +12,7 @@ import uuid
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from placement.db import api as db_api
 from placement.db import models
 
 ENV_VAR = 'PLACEMENT_TEST_DB_URL'
@@ -44,6 +45,9 @@ class TestDatabase:
             self.url = admin.set(database=self.name).render_as_string(
                 hide_password=False)
         self.engine = sa.create_engine(self.url)
+        # As on the service's engines: set before its first connection,
+        # since tests write worlds through it before patching it in.
+        db_api.install_listeners(self.engine)
         if migrate:
             from placement.db import migration
             migration.upgrade('head', engine=self.engine)

@@ -17,13 +17,13 @@ from placement.objects import inventory as inv_obj
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 from placement.tests import db as test_db
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 
 
 @pytest.fixture
 def ctx():
     db = test_db.TestDatabase()
-    conf = fixtures.build_test_conf(db.url)
+    conf = gabbits.build_test_conf(db.url)
     db_api.configure(conf)
     undo = db_api.patch_engine(db.engine)
     context = placement_context.RequestContext(is_admin=True, config=conf)

@@ -4,7 +4,7 @@ import os
 from gabbi import driver
 from gabbi.driver import test_pytest  # noqa: F401 - pytest collects it
 
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 
 TESTS_DIR = 'gabbits'
 
@@ -12,6 +12,6 @@ TESTS_DIR = 'gabbits'
 def pytest_generate_tests(metafunc):
     test_dir = os.path.join(os.path.dirname(__file__), TESTS_DIR)
     driver.py_test_generator(
-        test_dir, intercept=fixtures.setup_app,
-        test_loader_name=__name__, fixture_module=fixtures,
+        test_dir, intercept=gabbits.setup_app,
+        test_loader_name=__name__, fixture_module=gabbits,
         metafunc=metafunc)

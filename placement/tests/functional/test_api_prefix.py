@@ -6,7 +6,7 @@ import os
 from gabbi import driver
 from gabbi.driver import test_pytest  # noqa: F401 - pytest collects it
 
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 
 TESTS_DIR = 'gabbits_prefix'
 PREFIX = '/placement'
@@ -17,7 +17,7 @@ def _mounted_app():
     it: httpx's WSGI transport sets SCRIPT_NAME but leaves the prefix at the
     front of PATH_INFO too, where a real server (mod_wsgi, uwsgi) moves
     it out."""
-    app = fixtures.setup_app()
+    app = gabbits.setup_app()
 
     def mounted(environ, start_response):
         script, path = environ.get('SCRIPT_NAME', ''), environ['PATH_INFO']
@@ -31,5 +31,5 @@ def pytest_generate_tests(metafunc):
     test_dir = os.path.join(os.path.dirname(__file__), TESTS_DIR)
     driver.py_test_generator(
         test_dir, intercept=_mounted_app, prefix=PREFIX,
-        test_loader_name=__name__, fixture_module=fixtures,
+        test_loader_name=__name__, fixture_module=gabbits,
         metafunc=metafunc)

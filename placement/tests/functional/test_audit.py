@@ -12,7 +12,7 @@ from placement.db import api as db_api
 from placement.db import models
 from placement.objects import audit
 from placement.tests.functional import candidate_worlds
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_commands
 
 INCOMPLETE = '00000000-0000-0000-0000-000000000000'
@@ -61,8 +61,8 @@ class World:
 
 @pytest.fixture
 def world():
-    db = fixtures.test_db.TestDatabase()
-    conf = fixtures.build_test_conf(db.url)
+    db = gabbits.test_db.TestDatabase()
+    conf = gabbits.build_test_conf(db.url)
     db_api.configure(conf)
     undo = db_api.patch_engine(db.engine)
     try:

@@ -16,7 +16,7 @@ import webob
 
 from placement.objects.candidates import gather
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidate_windows_random as twr
 from placement.tests.functional import test_candidates_differential as diff
 
@@ -39,7 +39,7 @@ def test_flat_statement_answers_as_the_search(monkeypatch):
     answers = _flat_answers(monkeypatch)
     checked = 0
     world = twr.glued_world(rnd, 6, flat=True)
-    with fixtures.app_over_world(world) as app:
+    with gabbits.app_over_world(world) as app:
         for _ in range(150):
             path, version = diff.random_query(rnd, world)
             with monkeypatch.context() as m:
@@ -67,7 +67,7 @@ def test_flat_statement_under_a_limit_answers_as_the_search(cap,
     for n in limits if cap == 'max_allocation_candidates' else [None]:
         overrides = ({('placement', 'max_allocation_candidates'): n}
                      if n is not None else None)
-        with fixtures.app_over_world(world, overrides) as app:
+        with gabbits.app_over_world(world, overrides) as app:
             for _ in range(60):
                 path, version = diff.random_query(rnd, world)
                 if cap == 'limit':
@@ -96,7 +96,7 @@ def test_a_limit_uses_the_flat_statement_when_one_window_holds_all():
         w.inventory('cn%d' % i, 'VCPU', 8)
     with pytest.MonkeyPatch.context() as m:
         answers = _flat_answers(m)
-        with fixtures.app_over_world(w) as app:
+        with gabbits.app_over_world(w) as app:
             path = '/allocation_candidates?resources=VCPU:1&limit=2'
             m.setitem(gather._SPAN, 'ids', None)
             first = twr.get(app, path, '1.39')     # span unknown: search
@@ -150,7 +150,7 @@ def test_flat_statement_filters(query, expected):
     w.aggregate('both', diff.AGGS[0])
     w.provider('vcpu_only')
     w.inventory('vcpu_only', 'VCPU', 8)
-    with fixtures.app_over_world(w) as app:
+    with gabbits.app_over_world(w) as app:
         status, body = twr.get(app, '/allocation_candidates?' + query,
                                '1.39')
     assert status == 200
@@ -189,7 +189,7 @@ def test_a_child_or_a_sharing_provider_makes_the_world_not_flat(
         w.aggregate('disk', diff.AGGS[0])
         query = 'resources=VCPU:1,DISK_GB:10'
         expected = [['cn', 'disk']]
-    with fixtures.app_over_world(w) as app:
+    with gabbits.app_over_world(w) as app:
         status, body = twr.get(app, '/allocation_candidates?' + query,
                                '1.39')
     assert status == 200
@@ -220,7 +220,7 @@ def test_an_aggregate_that_appears_after_a_query_named_it():
     member = '/allocation_candidates?resources=VCPU:1&member_of=' + NEW_AGG
     not_member = ('/allocation_candidates?resources=VCPU:1&member_of=!'
                   + NEW_AGG)
-    with fixtures.app_over_world(w) as app:
+    with gabbits.app_over_world(w) as app:
         assert _names(w, twr.get(app, member, '1.39')[1]) == []
         assert _names(w, twr.get(app, not_member, '1.39')[1]) == ['cn']
         generation = twr.get(app, '/resource_providers/' + BOTH,
@@ -258,7 +258,7 @@ def test_aggregate_ids_are_read_once():
     def record(conn, cursor, statement, params, context, executemany):
         reads.append('placement_aggregates' in statement)
 
-    with fixtures.app_and_engine_over_world(w) as (app, engine):
+    with gabbits.app_and_engine_over_world(w) as (app, engine):
         sa.event.listen(engine, 'before_cursor_execute', record)
         try:
             for _ in range(3):
@@ -282,7 +282,7 @@ def test_aggregate_uuids_in_another_case_name_no_aggregate(monkeypatch):
     upper = diff.AGGS[0].upper()
     queries = ['/allocation_candidates?resources=VCPU:1&member_of=' + upper,
                '/allocation_candidates?resources=VCPU:1&member_of=!' + upper]
-    with fixtures.app_over_world(w) as app:
+    with gabbits.app_over_world(w) as app:
         got = [twr.get(app, q, '1.39') for q in queries]
         with monkeypatch.context() as m:
             m.setattr(gather, 'flat_shaped', lambda *args: False)
@@ -314,7 +314,7 @@ def test_capacities_with_awkward_ratios_are_pythons(monkeypatch):
             expected[row['uuid']] = capacity
     path = '/allocation_candidates?resources=VCPU:1'
     answers = _flat_answers(monkeypatch)
-    with fixtures.app_over_world(w) as app:
+    with gabbits.app_over_world(w) as app:
         got = twr.get(app, path, '1.39')
         with monkeypatch.context() as m:
             m.setattr(gather, 'flat_shaped', lambda *args: False)

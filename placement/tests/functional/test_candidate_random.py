@@ -12,7 +12,7 @@ import pytest
 import webob
 
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 
 PROVIDERS = 8
 QUERY = '/allocation_candidates?resources=VCPU:1&limit=1'
@@ -30,7 +30,7 @@ def _world():
 def served(request):
     overrides = {('placement', 'randomize_allocation_candidates'):
                  request.param}
-    with fixtures.app_over_world(_world(), overrides) as app:
+    with gabbits.app_over_world(_world(), overrides) as app:
         yield request.param, app
 
 

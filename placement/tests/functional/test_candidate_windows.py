@@ -17,7 +17,7 @@ import pytest
 import webob
 
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 
 AGG = 'cccccccc-0000-0000-0000-000000000001'
 ROOTS = 700
@@ -53,7 +53,7 @@ def _world():
 
 @pytest.fixture(scope='module')
 def app():
-    with fixtures.app_over_world(_world()) as app:
+    with gabbits.app_over_world(_world()) as app:
         yield app
 
 

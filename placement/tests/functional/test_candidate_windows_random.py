@@ -15,7 +15,7 @@ import webob
 
 from placement.objects.candidates import gather
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidates_differential as diff
 
 
@@ -70,7 +70,7 @@ def test_random_queries_with_tiny_windows(monkeypatch):
     checked = 0
     for _ in range(2):
         world = glued_world(rnd, 12)
-        with fixtures.app_over_world(world) as app:
+        with gabbits.app_over_world(world) as app:
             for _ in range(40):
                 path, version = diff.random_query(rnd, world)
                 if int(version.split('.')[1]) < 16:
@@ -102,7 +102,7 @@ def test_trees_read_by_range_answer_as_by_list(monkeypatch):
     rnd = random.Random(20261123)
     world = glued_world(rnd, 12)
     checked = 0
-    with fixtures.app_over_world(world) as app:
+    with gabbits.app_over_world(world) as app:
         for _ in range(60):
             path, version = diff.random_query(rnd, world)
             with monkeypatch.context() as m:

@@ -33,7 +33,7 @@ from placement.db import api as db_api
 from placement import deploy
 from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import upstream_venv
 
 UPSTREAM_PY = upstream_venv.executable('upstream')
@@ -308,7 +308,7 @@ def _both_over(world):
     subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
                    cwd='/')
     world.write(db.engine)
-    conf = fixtures.build_test_conf(db.url)
+    conf = gabbits.build_test_conf(db.url)
     db_api.configure(conf)
     undo = db_api.patch_engine(db.engine)
     upstream = _Upstream(db.url)

@@ -15,7 +15,7 @@ import webob
 from placement import context as placement_context
 from placement.handlers import capacity
 from placement.tests.functional import candidate_worlds
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_commands
 
 AGG = 'a9a9a9a9-0000-4000-8000-000000000001'
@@ -109,7 +109,7 @@ def test_report_equals_claims_until_full(seed):
     world = _random_world(rng)
     query = rng.choice(QUERIES).format(v=rng.choice([1, 2, 3]),
                                        m=rng.choice([1, 2, 3]))
-    with fixtures.app_over_world(world) as app:
+    with gabbits.app_over_world(world) as app:
         report = _get(app, '/ops/capacity?' + query)
         said = {t['root_provider_uuid']: t['fits'] for t in report['trees']}
         assert report['exact']
@@ -140,7 +140,7 @@ def test_numbered_groups_on_two_numa_nodes():
     w.inventory('cn', 'MEMORY_MB', 100)
     query = ('resources1=VCPU:2&resources2=MEMORY_MB:10'
              '&group_policy=isolate')
-    with fixtures.app_over_world(w) as app:
+    with gabbits.app_over_world(w) as app:
         report = _get(app, '/ops/capacity?' + query)
         assert report['total'] == 5 and not report['exact']
         assert _claim_all(app, query, w.by_name['cn']['uuid'],
@@ -149,7 +149,7 @@ def test_numbered_groups_on_two_numa_nodes():
 
 def test_same_subtree_is_refused():
     w = candidate_worlds.WorldBuilder()
-    with fixtures.app_over_world(w) as app:
+    with gabbits.app_over_world(w) as app:
         resp = webob.Request.blank(
             '/ops/capacity?resources1=VCPU:1&resources2=VCPU:1'
             '&group_policy=none&same_subtree=1,2',
@@ -174,7 +174,7 @@ def _big_world(n):
 
 
 def test_twenty_thousand_providers_quickly():
-    with fixtures.app_over_world(_big_world(20000)):
+    with gabbits.app_over_world(_big_world(20000)):
         ctx = placement_context.admin_context()
         start = time.perf_counter()
         report = capacity.report_for_query(
@@ -191,7 +191,7 @@ def test_command_prints_table_and_json(tmp_path):
     w.provider('cn1')
     w.inventory('cn1', 'VCPU', 8)
     w.aggregate('cn1', AGG)
-    with fixtures.app_and_engine_over_world(w) as (_app, engine):
+    with gabbits.app_and_engine_over_world(w) as (_app, engine):
         conf_dir = tmp_path / 'etc'
         conf_dir.mkdir()
         (conf_dir / 'placement.conf').write_text(

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from placement.db import prepared
 from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidate_windows_random as twr
 
 pytestmark = pytest.mark.skipif(
@@ -60,7 +60,7 @@ def _statements(engine):
 @contextlib.contextmanager
 def _app():
     try:
-        with fixtures.app_and_engine_over_world(_world()) as app_engine:
+        with gabbits.app_and_engine_over_world(_world()) as app_engine:
             yield app_engine
     finally:
         prepared.enable()
@@ -135,7 +135,7 @@ def test_flat_answer_runs_outside_a_transaction():
     BEGIN and no ROLLBACK around it (two round trips fewer), and the
     pooled connections go back to transactions afterwards."""
     from psycopg2 import extensions
-    with fixtures.app_and_engine_over_world(
+    with gabbits.app_and_engine_over_world(
             _world(roots=4, numa=False)) as (app, engine):
         states = []
 
@@ -216,7 +216,7 @@ def test_a_flat_answer_needs_no_liveness_check_and_survives_without():
     pool (a database restart) cost a second try, not an error."""
     import psycopg2
 
-    with fixtures.app_and_engine_over_world(
+    with gabbits.app_and_engine_over_world(
             _world(roots=4, numa=False)) as (app, engine):
         # Check connections at checkout, as oslo.db's engines do (the
         # test engine does not).

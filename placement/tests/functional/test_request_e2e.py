@@ -30,7 +30,7 @@ import webob
 from placement.db import api as db_api
 from placement import deploy
 from placement.tests import db as test_db
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement_request import cli
 from placement_request import client as pr_client
 from placement_request import exceptions
@@ -159,7 +159,7 @@ def app():
         yield None
         return
     db = test_db.TestDatabase()
-    conf = fixtures.build_test_conf(db.url)
+    conf = gabbits.build_test_conf(db.url)
     db_api.configure(conf)
     undo = db_api.patch_engine(db.engine)
     try:
