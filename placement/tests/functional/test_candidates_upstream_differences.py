@@ -27,7 +27,7 @@ import pytest
 import webob
 
 from placement.tests.functional import candidate_worlds as cw
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 
 DATA = os.path.join(os.path.dirname(__file__), 'data',
                     'upstream-16.0.0-differences.json')
@@ -66,7 +66,7 @@ def _without_limit(path):
     ids=['%d-%s' % (i, e['why_ours_differs']) for i, e in enumerate(ENTRIES)])
 def test_upstream_answer_is_part_of_ours(entry):
     request = entry['request']
-    with fixtures.app_over_world(cw.WorldBuilder()) as app:
+    with gabbits.app_over_world(cw.WorldBuilder()) as app:
         for call in entry['calls_to_rebuild_the_world_then_ask']:
             if 'upstream_status' not in call:
                 continue        # the request itself, asked below

@@ -26,7 +26,7 @@ import random
 
 import webob
 
-from placement.tests.functional import fixtures
+from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidates_differential as diff
 
 WORLDS = int(os.environ.get('PLACEMENT_EXPLAIN_WORLDS', '30'))
@@ -172,7 +172,7 @@ def _check_worlds(rnd, worlds, make_world):
     failures = []
     for wi in range(worlds):
         world = make_world(rnd)
-        with fixtures.app_over_world(world) as app:
+        with gabbits.app_over_world(world) as app:
             for _ in range(QUERIES_PER_WORLD):
                 path, version = diff.random_query(rnd, world)
                 path = _with_limit(rnd, path, version)
@@ -216,7 +216,7 @@ def test_perfload_explanation():
     of the real answer and a reason for every other provider. (Its time
     is measured by tools/bench-explain, not here.)"""
     bench = _bench_tool()
-    with fixtures.app_over_world(bench.perfload_world(1000)) as app:
+    with gabbits.app_over_world(bench.perfload_world(1000)) as app:
         status, body = _get(app, '/ops/explain' + bench.PERFLOAD_QUERY,
                             '1.39')
     assert status == 200
@@ -230,7 +230,7 @@ def test_a_wrong_explanation_is_caught():
     rnd = random.Random(SEED + 2)
     for _ in range(50):
         world = diff.random_world(rnd)
-        with fixtures.app_over_world(world) as app:
+        with gabbits.app_over_world(world) as app:
             for _ in range(QUERIES_PER_WORLD):
                 path, version = diff.random_query(rnd, world)
                 answer = _get(app, path, version)
