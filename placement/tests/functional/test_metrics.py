@@ -2,6 +2,7 @@
 multiprocess mode: request counters add up over both workers, and the
 placement gauges equal what the API reports. Also: the [metrics] options
 (environment, sample) and the database error counter."""
+import gzip
 import json
 import os
 import shutil
@@ -106,9 +107,32 @@ def test_counters_add_up_across_workers_and_gauges_match_api():
                                'openstack_placement_up') == 1
             assert rps[0] not in text
             _check_gauges(server, session, fams)
+            _check_gzip(server, fams)
             _check_capacity_and_audit(server, session)
     finally:
         shutil.rmtree(mpdir, ignore_errors=True)
+
+
+def _gauges(fams):
+    return {name: fam.samples for name, fam in fams.items()
+            if name.startswith('openstack_placement_resource_')}
+
+
+def _check_gzip(server, fams):
+    """A scraper that accepts gzip (Prometheus does) gets the same
+    metrics gzipped; one that does not gets plain text."""
+    h = dict(server.headers(), **{'Accept-Encoding': 'gzip'})
+    r = requests.get(server.url + '/metrics', headers=h, stream=True)
+    assert r.headers['Content-Encoding'] == 'gzip'
+    assert 'Accept-Encoding' in r.headers['Vary']
+    text = gzip.decompress(r.raw.read(decode_content=False)).decode()
+    assert _gauges(_families(text)) == _gauges(fams)
+    assert len(_gauges(fams)) == 4
+    h['Accept-Encoding'] = 'identity'
+    r = requests.get(server.url + '/metrics', headers=h, stream=True)
+    assert 'Content-Encoding' not in r.headers
+    text = r.raw.read(decode_content=False).decode()
+    assert _gauges(_families(text)) == _gauges(fams)
 
 
 def _check_capacity_and_audit(server, session):
