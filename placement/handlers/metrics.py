@@ -13,7 +13,18 @@ inventory (240,000 lines for 20,000 compute nodes) and the library's
 generic per-sample formatting would hold a worker for seconds, so they
 are rendered here, with the library's float formatting, into the very
 bytes the library would write (a test compares them).
+
+The body is streamed a family at a time (at 20,000 nodes it is 20 MB,
+which would otherwise sit in the worker two or three times over), and
+gzipped when the scraper accepts it, as Prometheus does: 26 times
+smaller. prometheus_client compresses at level 9; level 1 is barely
+larger and costs a sixth of the time (0.03 s against 0.2 s at 20 MB).
+The request histogram therefore times /metrics up to the database read,
+not the rendering.
 """
+import itertools
+import zlib
+
 from oslo_log import log as logging
 import prometheus_client
 from prometheus_client import exposition
@@ -59,22 +70,35 @@ class _Numbers(dict):
         return text
 
 
-def render_gauges(rows):
-    """The four families in text format 0.0.4, as bytes."""
+def gauge_chunks(rows):
+    """The four families in text format 0.0.4, as bytes, one family per
+    chunk."""
     # Label sets once per inventory, values once per distinct number.
     labels = ['{hostname="%s",resourcetype="%s"}' % (
         _label(row[0] or ''), _label(row[1])) for row in rows]
     numbers = _Numbers()
-    out = []
     for name, text, index in GAUGES:
-        out.append('# HELP %s %s\n# TYPE %s gauge\n' % (name, text, name))
+        head = '# HELP %s %s\n# TYPE %s gauge\n' % (name, text, name)
         if rows:
             # Each line but the first starts with the name after the
             # previous line's newline: one join per family.
-            out.append(name)
-            out.append(name.join([label + numbers[row[index]]
-                                  for row, label in zip(rows, labels)]))
-    return ''.join(out).encode('utf-8')
+            head += name + name.join([label + numbers[row[index]]
+                                      for row, label in zip(rows, labels)])
+        yield head.encode('utf-8')
+
+
+def render_gauges(rows):
+    """The four families as one bytes object."""
+    return b''.join(gauge_chunks(rows))
+
+
+def _gzipped(chunks):
+    packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    for chunk in chunks:
+        packed = packer.compress(chunk)
+        if packed:
+            yield packed
+    yield packer.flush()
 
 
 class _Up:
@@ -110,8 +134,12 @@ def scrape(req):
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(_Up(0 if rows is None else 1))
     request_metrics.collect_into(registry)
-    body = exposition.generate_latest(registry)
+    chunks = [exposition.generate_latest(registry)]
     if rows is not None:
-        body = render_gauges(rows) + body
-    return webob.Response(body=body, content_type=None,
-                          headerlist=[('Content-Type', CONTENT_TYPE)])
+        chunks = itertools.chain(gauge_chunks(rows), chunks)
+    headers = [('Content-Type', CONTENT_TYPE), ('Vary', 'Accept-Encoding')]
+    if exposition.gzip_accepted(req.headers.get('Accept-Encoding')):
+        chunks = _gzipped(chunks)
+        headers.append(('Content-Encoding', 'gzip'))
+    return webob.Response(app_iter=chunks, content_type=None,
+                          headerlist=headers)
