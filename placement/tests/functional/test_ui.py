@@ -291,11 +291,17 @@ def test_bars_traits_aggregates_match_the_api(page, world):
             assert text.startswith('{:,} used of {:,}'.format(
                 usages[rc], int(cap))), text
             assert 'reserved {:,}'.format(inv['reserved']) in text
-            width = driver.execute_script(
+            # The bar spans total x ratio: used from the left, reserved
+            # at the right end.
+            used_w, held_w = driver.execute_script(
                 'const b = arguments[0].querySelector(".bar");'
-                'return b.querySelector(".used").getBoundingClientRect().width'
-                ' / b.getBoundingClientRect().width', bar)
-            assert width == pytest.approx(usages[rc] / cap, abs=0.01)
+                'const w = b.getBoundingClientRect().width;'
+                'return [".used", ".reserved"].map((s) =>'
+                ' b.querySelector(s).getBoundingClientRect().width / w)', bar)
+            whole = inv['total'] * inv['allocation_ratio']
+            assert used_w == pytest.approx(usages[rc] / whole, abs=0.01)
+            assert held_w == pytest.approx(inv['reserved'] / inv['total'],
+                                           abs=0.01)
         assert sorted(seen) == sorted(inventories)
         traits = api('GET', '/resource_providers/%s/traits' % rp)['traits']
         shown = [e.text for e in driver.find_elements(
@@ -392,7 +398,12 @@ def test_candidates_and_why_none(page, world):
         By.CSS_SELECTOR, '#explain-reasons li')]
     assert reasons == [e['reason'] for e in explained['explained']]
     steps = driver.find_elements(By.CSS_SELECTOR, '#explain-steps tbody tr')
-    assert len(steps) == sum(len(g['steps']) for g in explained['groups'])
+    assert len(steps) == sum(len(g['steps']) for g in explained['groups']) \
+        + len(explained['combination']['steps']) + 1
+    assert steps[-1].text.endswith('kept (in a candidate) %d %d 0' % (
+        explained['combination']['kept'], explained['combination']['kept']))
+    assert 'null' not in driver.find_element(
+        By.ID, 'candidates-result').text
     browser.screenshot(driver, 'explain')
 
 

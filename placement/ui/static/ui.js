@@ -257,10 +257,17 @@ function miniBars(uuid) {
     const used = data.usages[rc] || 0;
     const fill = h('span');
     fill.style.width = `${cap > 0 ? Math.min(100, (100 * used) / cap) : 0}%`;
-    return h('span', { class: 'mini', title: `${rc} ${fmt(used)} of ${fmt(cap)}` },
-      fill);
+    return h('span', { class: 'mini-wrap', title: `${rc} ${fmt(used)} of ${fmt(cap)}` },
+      h('span', { class: 'mini-rc' }, shortClass(rc)),
+      h('span', { class: 'mini' }, fill));
   });
   return h('span', { class: 'minis', 'aria-hidden': 'true' }, bars);
+}
+
+const SHORT = { MEMORY_MB: 'MEM', DISK_GB: 'DISK', SRIOV_NET_VF: 'VF' };
+function shortClass(rc) {
+  const name = SHORT[rc] || rc.replace(/^CUSTOM_/, '');
+  return name.length > 8 ? `${name.slice(0, 7)}…` : name;
 }
 
 function capacity(inv) {
@@ -471,12 +478,22 @@ function providerDetail(rp, usage, traits, aggregates, allocations) {
       : h('p', { class: 'muted' }, 'None.'));
 }
 
+const MAX_INT = 2147483647;
+
+// The bar is the whole inventory (total x ratio): used from the left,
+// reserved (hatched) at the right end, free room in between.
 function resourceBar(rc, inv, used) {
   const cap = capacity(inv);
+  const whole = inv.total * inv.allocation_ratio;
   const pct = cap > 0 ? Math.min(100, (100 * used) / cap) : 0;
   const fill = h('span', { class: `used${pct >= 90 ? ' high' : ''}` });
-  fill.style.width = `${pct}%`;
+  fill.style.width = `${whole > 0 ? Math.min(100, (100 * used) / whole) : 0}%`;
+  const held = h('span', { class: 'reserved' });
+  held.style.width = `${whole > 0 ? (100 * inv.reserved * inv.allocation_ratio) / whole : 0}%`;
   const label = `${rc}: ${fmt(used)} used of ${fmt(cap)}`;
+  const units = inv.min_unit !== 1 || inv.max_unit !== MAX_INT
+    || inv.step_size !== 1
+    ? `, unit ${inv.min_unit}–${fmt(inv.max_unit)} step ${inv.step_size}` : '';
   return h('div', {
     class: 'res', 'data-rc': rc, 'data-used': used, 'data-capacity': cap,
     'data-total': inv.total, 'data-reserved': inv.reserved,
@@ -485,11 +502,11 @@ function resourceBar(rc, inv, used) {
   h('span', {
     class: 'bar', role: 'meter', 'aria-label': label,
     'aria-valuemin': 0, 'aria-valuemax': cap, 'aria-valuenow': used,
-  }, fill),
+  }, fill, held),
   h('span', { class: 'numbers' },
-    `${fmt(used)} used of ${fmt(cap)} (total ${fmt(inv.total)}, ` +
-    `reserved ${fmt(inv.reserved)}, ratio ${inv.allocation_ratio}, ` +
-    `unit ${inv.min_unit}–${inv.max_unit} step ${inv.step_size})`));
+    `${fmt(used)} used of ${fmt(cap)} (${Math.round(pct)}%; total ` +
+    `${fmt(inv.total)}, reserved ${fmt(inv.reserved)}, ratio ` +
+    `${inv.allocation_ratio}${units})`));
 }
 
 // --- a consumer -------------------------------------------------------------
@@ -507,7 +524,7 @@ async function showConsumer(consumer) {
     }
     const project = body.project_id;
     out.replaceChildren(h('div', { id: 'consumer-detail' },
-      h('h2', { class: 'mono' }, consumer),
+      h('h2', {}, 'Consumer ', h('span', { class: 'mono' }, consumer)),
       h('table', {},
         h('tbody', {},
           h('tr', {}, h('th', {}, 'Project'), h('td', { id: 'consumer-project' },
@@ -580,7 +597,7 @@ async function runCandidates(query) {
       type: 'button', id: 'explain-button',
       onclick: () => runExplain(query),
     }, reqs.length ? 'Why not more?' : 'Why none?');
-    out.replaceChildren(
+    out.replaceChildren(...[
       h('p', { id: 'candidates-count' }, `${reqs.length} candidates `, explain),
       reqs.length ? h('table', { id: 'candidates-table' },
         h('thead', {}, h('tr', {}, h('th', { class: 'num' }, '#'),
@@ -589,7 +606,7 @@ async function runCandidates(query) {
           h('td', { class: 'num' }, i + 1),
           h('td', {}, Object.entries(req.allocations).map(([rp, a]) =>
             h('div', {}, providerLink(rp), ` ${resourcesText(a.resources)}`)))))))
-        : null);
+        : null].filter(Boolean));
     if (!reqs.length) await runExplain(query);
   } catch (err) {
     fail(out, err);
@@ -602,12 +619,16 @@ async function runExplain(query) {
   try {
     const ex = await api(`ops/explain/allocation_candidates?${query}`);
     const steps = [];
-    for (const g of ex.groups || []) {
-      (g.steps || []).forEach((s, i) => steps.push(h('tr', {},
-        h('td', {}, i === 0 ? g.name : ''), h('td', {}, s.label),
+    const stepRows = (name, list) => list.forEach((s, i) => steps.push(
+      h('tr', {}, h('td', {}, i === 0 ? name : ''), h('td', {}, s.label),
         h('td', { class: 'num' }, s.in), h('td', { class: 'num' }, s.kept),
         h('td', { class: 'num' }, s.removed))));
-    }
+    for (const g of ex.groups || []) stepRows(g.name, g.steps || []);
+    const comb = ex.combination || { steps: [] };
+    stepRows('combined', [...comb.steps, {
+      label: 'kept (in a candidate)', in: comb.kept, kept: comb.kept,
+      removed: 0,
+    }]);
     out.replaceChildren(h('div', { id: 'explanation' },
       h('h3', {}, 'Explanation'),
       h('p', {}, `${ex.candidates} candidates; providers kept: ` +
@@ -619,7 +640,9 @@ async function runExplain(query) {
         h('tbody', {}, steps)),
       (ex.explained || []).length ? [h('h3', {}, 'Excluded providers'),
         h('ul', { id: 'explain-reasons' },
-          ex.explained.map((e) => h('li', {}, e.reason)))] : null,
+          ex.explained.map((e) => h('li', {}, e.reason))),
+        ex.not_shown ? h('p', { class: 'muted' }, `${ex.not_shown} more ` +
+          'providers not shown.') : null] : null,
       (ex.suggestions || []).length ? [h('h3', {}, 'What would change that'),
         h('ul', { id: 'explain-suggestions' },
           ex.suggestions.map((s) => h('li', {}, s)))] : null));
