@@ -452,7 +452,7 @@ function providerDetail(rp, usage, traits, aggregates, allocations) {
     h('h2', {}, rp.name),
     h('p', { class: 'mono' }, rp.uuid, ` · generation ${rp.generation}`),
     parent ? h('p', {}, 'Parent: ', providerLink(parent)) : null,
-    rp.root_provider_uuid !== rp.uuid
+    rp.root_provider_uuid !== rp.uuid && rp.root_provider_uuid !== parent
       ? h('p', {}, 'Root: ', providerLink(rp.root_provider_uuid)) : null,
     h('h3', {}, 'Resources'),
     classes.length ? classes.map((rc) => resourceBar(rc,
