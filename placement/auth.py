@@ -1,6 +1,8 @@
 """Authentication middleware: keystonemiddleware, or noauth2 for tests.
 
-``GET /`` is always answered without a token, as upstream does. Paths in
+``GET /`` is always answered without a token, as upstream does, and so is
+the web view's static content under ``/ui/`` (the page then calls the API
+with the visitor's token). Paths in
 ``anonymous_paths`` (``/metrics`` when enabled) may come without a token:
 they get an empty context (no user, no roles) and their policy rule
 decides; with a token they are authenticated as usual.
@@ -19,6 +21,18 @@ LOG = logging.getLogger(__name__)
 
 
 ENV_ANONYMOUS = 'placement.anonymous'
+
+# The web view's static files (placement/handlers/ui.py): no data in them.
+UI_PATH = '/ui'
+
+
+def is_ui(path):
+    return path == UI_PATH or path.startswith(UI_PATH + '/')
+
+
+def public(path):
+    """True for the paths anyone may GET without a token."""
+    return path in ('/', '') or is_ui(path)
 
 
 def _unauthorized():
@@ -53,7 +67,7 @@ class NoAuthMiddleware:
     # Plain WSGI: webob's Request per middleware layer costs more than
     # what the layer does.
     def __call__(self, environ, start_response):
-        if (environ['PATH_INFO'] in ('/', '')
+        if (public(environ['PATH_INFO'])
                 or _tokenless(environ, self.anonymous_paths)):
             return self.application(environ, start_response)
         token = environ.get('HTTP_X_AUTH_TOKEN')
@@ -82,16 +96,17 @@ class KeystoneContext:
         self.config = config
 
     def __call__(self, environ, start_response):
-        if environ.get(ENV_ANONYMOUS):
+        if environ.get(ENV_ANONYMOUS) or is_ui(environ['PATH_INFO']):
             # Identity headers of a token-less request are the client's
-            # own words: none of them count.
+            # own words: none of them count (nor for the static web view,
+            # which keystonemiddleware does not see).
             ctx = placement_context.RequestContext(
                 request_id=environ.get(request_id.ENV_REQUEST_ID))
         else:
             ctx = placement_context.RequestContext.from_environ(
                 environ, request_id=environ.get(request_id.ENV_REQUEST_ID))
         ctx.config = self.config
-        if (ctx.user_id is None and environ['PATH_INFO'] not in ('/', '')
+        if (ctx.user_id is None and not public(environ['PATH_INFO'])
                 and not environ.get(ENV_ANONYMOUS)):
             LOG.debug('Neither X_USER_ID nor X_USER found in request')
             return _unauthorized()(environ, start_response)
@@ -108,7 +123,7 @@ class KeystoneAuth(auth_token.AuthProtocol):
         super().__init__(app, conf)
 
     def __call__(self, environ, start_response):
-        if (environ['PATH_INFO'] in ('/', '')
+        if (public(environ['PATH_INFO'])
                 or _tokenless(environ, self._anonymous_paths)):
             return self._placement_app(environ, start_response)
         return super().__call__(environ, start_response)

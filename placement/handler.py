@@ -21,6 +21,7 @@ from placement.handlers import resource_class
 from placement.handlers import resource_provider
 from placement.handlers import root
 from placement.handlers import trait
+from placement.handlers import ui
 from placement.handlers import usage
 from placement import util
 
@@ -103,6 +104,10 @@ ROUTES = {
     '/ops/explain/allocation_candidates': {
         'GET': explain.explain_allocation_candidates,
     },
+    # The web view: static files, served without a token (auth.py).
+    '/ui': {'GET': ui.redirect},
+    '/ui/': {'GET': ui.index},
+    '/ui/{filename}': {'GET': ui.static_file},
 }
 
 

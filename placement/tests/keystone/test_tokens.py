@@ -119,3 +119,11 @@ def test_expired_user_token_with_service_token(keystone, placement):
                    headers={'X-Service-Token': keystone.token('nova')})
     assert resp.status_code == 200, resp.text
     _assert_401(keystone, kc.call(placement, 'GET', PATH, expired))
+
+
+@pytest.mark.parametrize('path', ['/ui/', '/ui/ui.js', '/ui/ui.css'])
+def test_web_view_needs_no_token(placement, path):
+    """The web view's static files are public; its data calls are not."""
+    resp = kc.call(placement, 'GET', path)
+    assert resp.status_code == 200, resp.text
+    assert 'json' not in resp.headers['content-type']

@@ -1,0 +1,63 @@
+"""GET /ui/: the web view of providers, consumers and candidates (an
+extension, outside upstream's URL space).
+
+Only static files are served here, and without a token: the page holds no
+data. Every number it shows comes from the JSON API, called by the page
+with the visitor's own token, so authentication and policy are the API's.
+"""
+import os
+
+import webob.dec
+import webob.exc
+import webob.static
+
+from placement import util
+
+STATIC_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    'ui', 'static')
+
+# The only files served, so no path a visitor writes reaches the disk.
+FILES = {
+    'index.html': 'text/html',
+    'ui.js': 'text/javascript',
+    'ui.css': 'text/css',
+}
+
+# The page loads nothing but its own files and talks only to this origin.
+SECURITY_HEADERS = {
+    'Content-Security-Policy': ("default-src 'self'; img-src 'self' data:; "
+                                "frame-ancestors 'none'; base-uri 'none'"),
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'no-referrer',
+}
+
+
+def _file(req, name):
+    content_type = FILES.get(name)
+    if content_type is None:
+        raise util.http_error(webob.exc.HTTPNotFound)
+    app = webob.static.FileApp(os.path.join(STATIC_DIR, name),
+                               content_type=content_type, charset='utf-8')
+    resp = req.get_response(app)
+    resp.headers.update(SECURITY_HEADERS)
+    # Revalidated on each load: an upgraded service serves its new page.
+    resp.cache_control = 'no-cache'
+    return resp
+
+
+@webob.dec.wsgify
+def redirect(req):
+    """/ui -> /ui/, so the page's relative URLs resolve under it."""
+    return webob.exc.HTTPFound(location=req.application_url + '/ui/')
+
+
+@webob.dec.wsgify
+def index(req):
+    return _file(req, 'index.html')
+
+
+@webob.dec.wsgify
+def static_file(req):
+    name = util.wsgi_path_item(req.environ, 'filename')
+    return _file(req, name)

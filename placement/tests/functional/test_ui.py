@@ -1,0 +1,593 @@
+"""The web view (/ui/) as a person uses it: headless Chromium against a live
+server over a world built through the API.
+
+Each test fails on any JavaScript console error the page logged. Chromium
+comes from apt (placement/tests/functional/browser.py installs it when
+root); without it these tests skip, except under CI=true, where they fail.
+Screenshots land in artifacts/ui/.
+"""
+import os
+import re
+import uuid
+
+import pytest
+import requests
+
+from placement.tests.functional import browser
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional import live_server
+
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+AGG = str(uuid.uuid4())
+PROJECT = 'demo-project'
+USER = 'demo-user'
+
+
+class Api:
+    def __init__(self, url):
+        self.url = url
+        self.session = requests.Session()
+        self.session.headers.update(live_server.LiveServer.headers())
+
+    def __call__(self, method, path, body=None, status=None):
+        resp = self.session.request(method, self.url + path, json=body)
+        assert resp.status_code < 400 or resp.status_code == status, (
+            method, path, resp.status_code, resp.text)
+        return resp.json() if resp.content else None
+
+    def provider(self, name, parent=None, inventories=None, traits=(),
+                 aggregates=()):
+        body = {'name': name}
+        if parent:
+            body['parent_provider_uuid'] = parent
+        rp = self('POST', '/resource_providers', body)
+        if inventories:
+            self('PUT', '/resource_providers/%s/inventories' % rp['uuid'],
+                 {'resource_provider_generation': rp['generation'],
+                  'inventories': inventories})
+        if traits:
+            gen = self('GET', '/resource_providers/%s' % rp['uuid'])
+            self('PUT', '/resource_providers/%s/traits' % rp['uuid'],
+                 {'resource_provider_generation': gen['generation'],
+                  'traits': list(traits)})
+        if aggregates:
+            gen = self('GET', '/resource_providers/%s' % rp['uuid'])
+            self('PUT', '/resource_providers/%s/aggregates' % rp['uuid'],
+                 {'resource_provider_generation': gen['generation'],
+                  'aggregates': list(aggregates)})
+        return rp['uuid']
+
+    def allocate(self, consumer, allocations, consumer_type='INSTANCE'):
+        self('PUT', '/allocations/%s' % consumer, {
+            'allocations': {rp: {'resources': res}
+                            for rp, res in allocations.items()},
+            'project_id': PROJECT, 'user_id': USER,
+            'consumer_generation': None, 'consumer_type': consumer_type})
+
+
+def build_world(api):
+    """Two compute nodes: compute-1 with two NUMA children, compute-2 flat;
+    two instances and a migration."""
+    api('PUT', '/traits/CUSTOM_GOLD')
+    cn1 = api.provider('compute-1', inventories={
+        'DISK_GB': {'total': 1000, 'reserved': 100}},
+        traits=['HW_CPU_X86_AVX2', 'CUSTOM_GOLD'], aggregates=[AGG])
+    numa = [api.provider('compute-1-numa%d' % i, parent=cn1, inventories={
+        'VCPU': {'total': 16, 'allocation_ratio': 4.0},
+        'MEMORY_MB': {'total': 32768, 'reserved': 512}}) for i in range(2)]
+    cn2 = api.provider('compute-2', inventories={
+        'VCPU': {'total': 32, 'reserved': 2, 'allocation_ratio': 4.0},
+        'MEMORY_MB': {'total': 131072, 'reserved': 1024},
+        'DISK_GB': {'total': 2000}}, aggregates=[AGG])
+    vm1, vm2, mig = (str(uuid.uuid4()) for _ in range(3))
+    api.allocate(vm1, {numa[0]: {'VCPU': 4, 'MEMORY_MB': 8192},
+                       cn1: {'DISK_GB': 40}})
+    api.allocate(vm2, {cn2: {'VCPU': 8, 'MEMORY_MB': 16384,
+                             'DISK_GB': 80}})
+    api.allocate(mig, {cn2: {'VCPU': 2, 'MEMORY_MB': 2048}},
+                 consumer_type='MIGRATION')
+    return {'cn1': cn1, 'numa': numa, 'cn2': cn2, 'vm1': vm1, 'vm2': vm2,
+            'mig': mig}
+
+
+@pytest.fixture(scope='module')
+def chromium():
+    paths = browser.ensure_chromium()
+    if paths is None:
+        message = 'chromium and chromium-driver are not installed'
+        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+            pytest.fail(message)
+        pytest.skip(message)
+    return paths
+
+
+@pytest.fixture(scope='module')
+def server():
+    with live_server.LiveServer(workers=2) as srv:
+        yield srv
+
+
+@pytest.fixture(scope='module')
+def world(server):
+    api = Api(server.url)
+    return api, build_world(api)
+
+
+@pytest.fixture(scope='module')
+def driver(chromium):
+    drv = browser.new_driver(chromium)
+    yield drv
+    drv.quit()
+
+
+@pytest.fixture
+def page(driver, server, world):
+    """The page, freshly loaded, without a token; after the test, any
+    console error the page logged fails it."""
+    driver.get(server.url + '/ui/')
+    driver.execute_script('sessionStorage.clear()')
+    driver.get(server.url + '/ui/')
+    driver.get_log('browser')
+    expected = []
+    yield driver, expected
+    errors = [e for e in driver.get_log('browser')
+              if e['level'] in ('SEVERE', 'ERROR')
+              and not any(x in e['message'] for x in expected)]
+    driver.get('about:blank')
+    assert errors == []
+
+
+def wait(driver, condition, timeout=10):
+    return WebDriverWait(driver, timeout).until(condition)
+
+
+def connect(driver, token='admin'):
+    box = driver.find_element(By.ID, 'token')
+    box.clear()
+    box.send_keys(token, Keys.ENTER)
+
+
+def tree_rows(driver):
+    return driver.find_elements(By.CSS_SELECTOR, '#tree .row')
+
+
+# Rows are redrawn as scrolling and lazy usage fetches land, so they are
+# read in one script (no element going stale between two calls).
+def row_names(driver):
+    return driver.execute_script(
+        'return [...document.querySelectorAll("#tree .row .name")]'
+        '.map((e) => e.textContent)')
+
+
+def row_attr(driver, uuid, name):
+    return driver.execute_script(
+        'const r = document.getElementById("rp-" + arguments[0]);'
+        'return r && r.getAttribute(arguments[1])', uuid, name)
+
+
+def focused(driver, name='data-uuid'):
+    return driver.execute_script(
+        'return document.activeElement.getAttribute(arguments[0])', name)
+
+
+def keys(driver, *keys_):
+    """Type at whatever has the focus, as a person would."""
+    ActionChains(driver).send_keys(*keys_).perform()
+
+
+def click_row(driver, uuid, part=None):
+    def attempt(d):
+        try:
+            el = d.find_element(By.ID, 'rp-' + uuid)
+            if part:
+                el = el.find_element(By.CLASS_NAME, part)
+            el.click()
+            return True
+        except StaleElementReferenceException:
+            return False
+    wait(driver, attempt)
+
+
+def connected(driver):
+    connect(driver)
+    wait(driver, lambda d: len(row_names(d)) >= 2)
+
+
+def open_provider(driver, uuid):
+    click_row(driver, uuid)
+    wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % uuid)))
+
+
+# --- the tests ----------------------------------------------------------------
+
+
+def test_static_files_need_no_token_and_data_does(server):
+    for path, kind in (('/ui/', 'text/html'), ('/ui/ui.js', 'text/javascript'),
+                       ('/ui/ui.css', 'text/css')):
+        resp = requests.get(server.url + path)
+        assert resp.status_code == 200, path
+        assert resp.headers['content-type'].startswith(kind)
+        assert "default-src 'self'" in resp.headers[
+            'content-security-policy']
+    resp = requests.get(server.url + '/ui', allow_redirects=False)
+    assert resp.status_code == 302
+    assert resp.headers['location'] == server.url + '/ui/'
+    assert requests.get(server.url + '/ui/secrets').status_code == 404
+    assert requests.get(server.url + '/resource_providers').status_code == 401
+    # Identity headers a client makes up count for nothing on /ui/ either.
+    assert requests.post(server.url + '/ui/', headers={
+        'x-roles': 'admin'}).status_code == 405
+
+
+def test_token_and_tree_by_keyboard(page, world):
+    driver, _ = page
+    _api, w = world
+    assert 'Enter a token' in driver.find_element(By.ID, 'status').text
+    connected(driver)
+    assert row_names(driver) == ['compute-1', 'compute-2']
+    status = driver.find_element(By.ID, 'status').text
+    assert status == '4 providers in 2 trees'
+    assert row_attr(driver, w['cn1'], 'aria-expanded') == 'false'
+    # Tab from the search box reaches the tree's one focusable row.
+    driver.find_element(By.ID, 'search').click()
+    keys(driver, Keys.TAB)
+    assert focused(driver) == w['cn1']
+    keys(driver, Keys.ENTER)
+    wait(driver, lambda d: len(row_names(d)) == 4)
+    assert row_names(driver) == ['compute-1', 'compute-1-numa0',
+                                 'compute-1-numa1', 'compute-2']
+    assert row_attr(driver, w['cn1'], 'aria-expanded') == 'true'
+    # Enter also opened compute-1's details.
+    wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % w['cn1'])))
+    keys(driver, Keys.ARROW_DOWN)
+    assert focused(driver) == w['numa'][0]
+    assert focused(driver, 'aria-level') == '2'
+    # Left goes to the parent, Left again collapses it, Right expands.
+    keys(driver, Keys.ARROW_LEFT)
+    assert focused(driver) == w['cn1']
+    keys(driver, Keys.ARROW_LEFT)
+    wait(driver, lambda d: len(row_names(d)) == 2)
+    assert focused(driver) == w['cn1']
+    keys(driver, Keys.ARROW_RIGHT)
+    wait(driver, lambda d: len(row_names(d)) == 4)
+    # Space opens the focused provider's details.
+    keys(driver, Keys.END, Keys.SPACE)
+    assert focused(driver) == w['cn2']
+    wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % w['cn2'])))
+    assert row_attr(driver, w['cn2'], 'aria-selected') == 'true'
+    browser.screenshot(driver, 'tree-keyboard')
+
+
+def test_bars_traits_aggregates_match_the_api(page, world):
+    driver, _ = page
+    api, w = world
+    connected(driver)
+    click_row(driver, w['cn1'], 'toggle')
+    wait(driver, lambda d: len(row_names(d)) == 4)
+    for rp in (w['cn2'], w['numa'][0], w['cn1']):
+        open_provider(driver, rp)
+        inventories = api('GET', '/resource_providers/%s/inventories'
+                          % rp)['inventories']
+        usages = api('GET', '/resource_providers/%s/usages' % rp)['usages']
+        bars = driver.find_elements(By.CSS_SELECTOR, '#provider-detail .res')
+        seen = {}
+        for bar in bars:
+            rc = bar.get_attribute('data-rc')
+            seen[rc] = bar
+            inv = inventories[rc]
+            cap = (inv['total'] - inv['reserved']) * inv['allocation_ratio']
+            assert float(bar.get_attribute('data-capacity')) == cap
+            assert int(bar.get_attribute('data-used')) == usages[rc]
+            assert int(bar.get_attribute('data-reserved')) == inv['reserved']
+            text = bar.find_element(By.CLASS_NAME, 'numbers').text
+            assert text.startswith('{:,} used of {:,}'.format(
+                usages[rc], int(cap))), text
+            assert 'reserved {:,}'.format(inv['reserved']) in text
+            # The bar spans total x ratio: used from the left, reserved
+            # at the right end.
+            used_w, held_w = driver.execute_script(
+                'const b = arguments[0].querySelector(".bar");'
+                'const w = b.getBoundingClientRect().width;'
+                'return [".used", ".reserved"].map((s) =>'
+                ' b.querySelector(s).getBoundingClientRect().width / w)', bar)
+            whole = inv['total'] * inv['allocation_ratio']
+            assert used_w == pytest.approx(usages[rc] / whole, abs=0.01)
+            assert held_w == pytest.approx(inv['reserved'] / inv['total'],
+                                           abs=0.01)
+        assert sorted(seen) == sorted(inventories)
+        traits = api('GET', '/resource_providers/%s/traits' % rp)['traits']
+        shown = [e.text for e in driver.find_elements(
+            By.CSS_SELECTOR, '#traits li')]
+        assert shown == sorted(traits)
+        aggs = api('GET', '/resource_providers/%s/aggregates'
+                   % rp)['aggregates']
+        shown = [e.text for e in driver.find_elements(
+            By.CSS_SELECTOR, '#aggregates li')]
+        assert shown == sorted(aggs)
+    # The tree's mini bars came from the same numbers, for visible rows.
+    minis = driver.find_elements(
+        By.CSS_SELECTOR, '#rp-%s .mini' % w['cn2'])
+    assert len(minis) == 3
+    browser.screenshot(driver, 'provider')
+
+
+def test_follow_a_consumer_to_its_project(page, world):
+    driver, _ = page
+    api, w = world
+    connected(driver)
+    open_provider(driver, w['cn2'])
+    links = driver.find_elements(By.CSS_SELECTOR, '#consumers a')
+    assert sorted(a.text for a in links) == sorted([w['vm2'], w['mig']])
+    next(a for a in links if a.text == w['mig']).click()
+    wait(driver, EC.presence_of_element_located((By.ID, 'consumer-detail')))
+    mine = api('GET', '/allocations/%s' % w['mig'])
+    assert driver.find_element(By.ID, 'consumer-project').text == PROJECT
+    assert driver.find_element(By.ID, 'consumer-user').text == USER
+    assert driver.find_element(By.ID, 'consumer-type').text == 'MIGRATION'
+    rows = driver.find_elements(By.CSS_SELECTOR,
+                                '#consumer-allocations tbody tr')
+    assert [r.get_attribute('data-uuid') for r in rows] == list(
+        mine['allocations'])
+    assert rows[0].text == 'compute-2 MEMORY_MB: 2,048, VCPU: 2'
+    browser.screenshot(driver, 'consumer')
+    # On to the project's usages, per consumer type.
+    driver.find_element(By.CSS_SELECTOR, '#consumer-project a').click()
+    wait(driver, EC.presence_of_element_located((By.ID, 'usages-table')))
+    usages = api('GET', '/usages?project_id=%s' % PROJECT)['usages']
+    for ctype, numbers in usages.items():
+        row = driver.find_element(
+            By.CSS_SELECTOR, '#usages-table tr[data-type="%s"]' % ctype)
+        for rc, n in numbers.items():
+            if rc == 'consumer_count':
+                continue
+            cell = row.find_element(By.CSS_SELECTOR, 'td[data-rc="%s"]' % rc)
+            assert cell.text == '{:,}'.format(n)
+    instance = driver.find_element(
+        By.CSS_SELECTOR, '#usages-table tr[data-type="INSTANCE"]')
+    assert instance.text.split()[:2] == ['INSTANCE', '2']
+    # And back to a provider from the consumer view.
+    driver.back()
+    wait(driver, EC.presence_of_element_located((By.ID, 'consumer-detail')))
+    driver.find_element(By.CSS_SELECTOR, '#consumer-allocations a').click()
+    wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % w['cn2'])))
+
+
+def _run(driver, form_input, query):
+    box = driver.find_element(By.ID, form_input)
+    box.clear()
+    box.send_keys(query, Keys.ENTER)
+
+
+def test_candidates_and_why_none(page, world):
+    driver, _ = page
+    api, w = world
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Allocation candidates').click()
+    query = 'resources=VCPU:2,MEMORY_MB:1024&member_of=%s' % AGG
+    _run(driver, 'candidates-query', query)
+    wait(driver, EC.presence_of_element_located((By.ID, 'candidates-table')))
+    expect = api('GET', '/allocation_candidates?' + query)
+    count = driver.find_element(By.ID, 'candidates-count').text
+    assert count.startswith('%d candidates' % len(
+        expect['allocation_requests']))
+    rows = driver.find_elements(By.CSS_SELECTOR, '#candidates-table tbody tr')
+    assert len(rows) == len(expect['allocation_requests']) > 1
+    # Too few: the explanation on demand.
+    driver.find_element(By.ID, 'explain-button').click()
+    wait(driver, EC.presence_of_element_located((By.ID, 'explanation')))
+    # Nothing fits: explained at once, with what would change that.
+    query = 'resources=VCPU:2,MEMORY_MB:1024&required=CUSTOM_GOLD'
+    _run(driver, 'candidates-query', query)
+    wait(driver, EC.presence_of_element_located((By.ID, 'explain-suggestions')))
+    assert driver.find_element(By.ID, 'candidates-count').text.startswith(
+        '0 candidates')
+    explained = api('GET', '/ops/explain/allocation_candidates?' + query)
+    shown = [li.text for li in driver.find_elements(
+        By.CSS_SELECTOR, '#explain-suggestions li')]
+    assert shown == explained['suggestions'] and shown
+    reasons = [li.text for li in driver.find_elements(
+        By.CSS_SELECTOR, '#explain-reasons li')]
+    assert reasons == [e['reason'] for e in explained['explained']]
+    steps = driver.find_elements(By.CSS_SELECTOR, '#explain-steps tbody tr')
+    assert len(steps) == sum(len(g['steps']) for g in explained['groups']) \
+        + len(explained['combination']['steps']) + 1
+    assert steps[-1].text.endswith('kept (in a candidate) %d %d 0' % (
+        explained['combination']['kept'], explained['combination']['kept']))
+    assert 'null' not in driver.find_element(
+        By.ID, 'candidates-result').text
+    browser.screenshot(driver, 'explain')
+
+
+def test_bad_query_shows_the_api_error(page, world):
+    driver, expected = page
+    expected.append('status of 400')
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Allocation candidates').click()
+    _run(driver, 'candidates-query', 'resources=VCPU:x')
+    alert = wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#candidates-result [role=alert]')))
+    assert alert.text.startswith('Request failed: 400: ')
+    assert 'Requested resource VCPU expected positive integer' in alert.text
+
+
+def test_capacity_report(page, world):
+    driver, _ = page
+    api, w = world
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Capacity').click()
+    query = 'resources=VCPU:2,MEMORY_MB:4096'
+    _run(driver, 'capacity-query', query)
+    wait(driver, EC.presence_of_element_located((By.ID, 'capacity-report')))
+    report = api('GET', '/ops/capacity?' + query)
+    assert driver.find_element(By.ID, 'capacity-total').text.startswith(
+        'Total: %d more fit' % report['total'])
+    cell = driver.find_element(
+        By.CSS_SELECTOR, '#capacity-aggregates tr[data-aggregate="%s"] td.num'
+        % AGG)
+    assert int(cell.text) == report['aggregates'][AGG] > 0
+    trees = driver.find_elements(By.CSS_SELECTOR, '#capacity-trees tbody tr')
+    assert [t.text for t in trees] == [
+        '%s %d' % ('compute-1' if t['root_provider_uuid'] == w['cn1']
+                   else 'compute-2', t['fits']) for t in report['trees']]
+    browser.screenshot(driver, 'capacity')
+
+
+def test_search_by_name_and_uuid(page, world):
+    driver, _ = page
+    _api, w = world
+    connected(driver)
+    search = driver.find_element(By.ID, 'search')
+    search.send_keys('NUMA1')
+    wait(driver, lambda d: row_names(d) == ['compute-1', 'compute-1-numa1'])
+    assert driver.find_element(By.ID, 'tree-count').text == (
+        '1 of 4 providers match')
+    search.clear()
+    search.send_keys(w['cn2'][:8])
+    wait(driver, lambda d: row_names(d) == ['compute-2'])
+    search.send_keys(Keys.BACKSPACE * 8)
+    wait(driver, lambda d: row_names(d) == ['compute-1', 'compute-2'])
+
+
+def test_wrong_token_is_refused_by_the_api(page, world):
+    driver, expected = page
+    expected.append('status of 403')
+    connect(driver, 'nobody')
+    wait(driver, lambda d: 'refused' in d.find_element(By.ID, 'status').text)
+    status = driver.find_element(By.ID, 'status').text
+    assert status.startswith('Token refused (403'), status
+    assert tree_rows(driver) == []
+
+
+def _luminance(rgb):
+    def channel(c):
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _rgb(css):
+    return [int(v) for v in re.findall(r'\d+', css)[:3]]
+
+
+def test_text_contrast_is_readable(page, world):
+    """Every visible text element against its background: WCAG AA (4.5:1)."""
+    driver, _ = page
+    connected(driver)
+    open_provider(driver, world[1]['cn2'])
+    pairs = driver.execute_script('''
+        const out = [];
+        const bg = (el) => {
+          for (; el; el = el.parentElement) {
+            const c = getComputedStyle(el).backgroundColor;
+            if (c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') return c;
+          }
+          return 'rgb(255, 255, 255)';
+        };
+        for (const el of document.querySelectorAll('body *')) {
+          const own = [...el.childNodes].some(
+            (n) => n.nodeType === 3 && n.textContent.trim());
+          if (!own || !el.getClientRects().length) continue;
+          out.push([el.tagName + '.' + el.className,
+                    getComputedStyle(el).color, bg(el)]);
+        }
+        return out;''')
+    assert len(pairs) > 20
+    low = []
+    for what, fg, back in pairs:
+        lf, lb = _luminance(_rgb(fg)), _luminance(_rgb(back))
+        ratio = (max(lf, lb) + 0.05) / (min(lf, lb) + 0.05)
+        if ratio < 4.5:
+            low.append((what, fg, back, round(ratio, 2)))
+    assert low == []
+
+
+def test_a_thousand_providers_render_only_what_is_in_view(
+        driver, chromium):
+    """1,000 providers (written straight to the database, to be quick):
+    the tree holds only the rows in view, and inventories and usages are
+    fetched for those rows only."""
+    with live_server.LiveServer(workers=2) as srv:
+        w = cw.WorldBuilder()
+        for i in range(1000):
+            w.provider('cn%04d' % i)
+            w.inventory('cn%04d' % i, 'VCPU', 32)
+        w.write(srv.db.engine)
+        driver.get(srv.url + '/ui/')
+        driver.execute_script(
+            'sessionStorage.setItem("placement-ui-token", "admin")')
+        driver.get(srv.url + '/ui/')
+        driver.get_log('browser')
+        wait(driver, lambda d: len(row_names(d)) > 5)
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
+                                               '#tree .mini'))
+        rows = len(tree_rows(driver))
+        assert 10 < rows < 60
+        fetched = driver.execute_script(
+            'return window.placementUI.stats.usageFetched')
+        assert 10 < fetched <= rows
+        painted = driver.execute_script(
+            'return window.placementUI.stats.treePaintedMs')
+        print('\n1,000 providers: tree painted %.0f ms after navigation, '
+              '%d rows in the DOM' % (painted, rows))
+        # The last provider is reachable by keyboard (End) and by search.
+        tree_rows(driver)[0].click()
+        keys(driver, Keys.END)
+        wait(driver, lambda d: d.execute_script(
+            'return document.activeElement.textContent').startswith(
+            'cn0999'))
+        driver.find_element(By.ID, 'search').send_keys('cn0999')
+        wait(driver, lambda d: row_names(d) == ['cn0999'])
+        errors = [e for e in driver.get_log('browser')
+                  if e['level'] == 'SEVERE']
+        # Leave the page before its server goes (its fetches would fail).
+        driver.get('about:blank')
+        assert errors == []
+
+
+def test_demo_world_script(driver, chromium):
+    """tools/demo-world loads its world through the API of a running
+    service; the page shows it (the README's screenshot comes from here)."""
+    import subprocess
+    import sys
+    with live_server.LiveServer(workers=1) as srv:
+        tool = os.path.join(browser.REPO_ROOT, 'tools', 'demo-world')
+        out = subprocess.run([sys.executable, tool, '--url', srv.url],
+                             capture_output=True, text=True, check=True)
+        assert out.stdout.startswith('Loaded 9 providers. Open %s/ui/'
+                                     % srv.url)
+        again = subprocess.run([sys.executable, tool, '--url', srv.url],
+                               capture_output=True, text=True)
+        assert again.returncode == 1 and 'loaded' in again.stderr
+        driver.get(srv.url + '/ui/')
+        driver.execute_script('sessionStorage.clear()')
+        driver.get(srv.url + '/ui/')
+        driver.get_log('browser')
+        connect(driver)
+        wait(driver, lambda d: row_names(d) == [
+            'compute-1', 'compute-2', 'compute-3', 'shared-storage'])
+        rps = {rp['name']: rp['uuid'] for rp in requests.get(
+            srv.url + '/resource_providers',
+            headers=srv.headers()).json()['resource_providers']}
+        click_row(driver, rps['compute-1'], 'toggle')
+        click_row(driver, rps['compute-3'], 'toggle')
+        wait(driver, lambda d: len(row_names(d)) == 7)
+        open_provider(driver, rps['compute-3'])
+        wait(driver, lambda d: d.execute_script(
+            'return [...document.querySelectorAll("#tree .row")]'
+            '.every((r) => r.querySelector(".mini"))'))
+        browser.screenshot(driver, 'demo')
+        errors = [e for e in driver.get_log('browser')
+                  if e['level'] == 'SEVERE']
+        driver.get('about:blank')
+        assert errors == []
