@@ -20,7 +20,8 @@ LOG = logging.getLogger(__name__)
 DB_UNAVAILABLE_MSG = ('The placement database is unavailable. '
                       'Please retry in a moment.')
 DB_DATA_MSG = ('The request holds a value the database cannot store '
-               '(too long, too large or malformed).')
+               '(too long, too large or malformed) or characters it does '
+               'not support.')
 DEADLOCK_MSG = ('Another thread concurrently updated the data. '
                 'Please retry your update')
 
@@ -41,10 +42,28 @@ def is_db_unavailable(exc):
         'connect' in str(exc).lower())
 
 
+# MySQL's refusals of a string it cannot hold or compare in the
+# connection's character set (oslo.db connects with charset=utf8, three
+# bytes a character): "Illegal mix of collations" (1267, 1270, 1271) and
+# "Incorrect string value" (1366), e.g. for an emoji in a URL or a name.
+# Nothing was or could be stored: the value is refused like any other.
+MYSQL_UNSUPPORTED_STRING = {1267, 1270, 1271, 1366}
+
+
+def _mysql_error_code(exc):
+    inner = getattr(exc, 'inner_exception', None) or exc
+    args = getattr(getattr(inner, 'orig', None), 'args', ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
 def is_db_data_error(exc):
-    """The database refused a value: out of range, too long, not text."""
-    return isinstance(exc, (db_exc.DBDataError, sa_exc.DataError,
-                            OverflowError))
+    """The database refused a value: out of range, too long, not text,
+    or characters outside MySQL's connection character set."""
+    if isinstance(exc, (db_exc.DBDataError, sa_exc.DataError,
+                        OverflowError)):
+        return True
+    return (isinstance(exc, (db_exc.DBError, sa_exc.DBAPIError))
+            and _mysql_error_code(exc) in MYSQL_UNSUPPORTED_STRING)
 
 
 def unavailable_response():

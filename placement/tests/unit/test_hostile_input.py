@@ -139,3 +139,20 @@ def test_anything_else_is_a_json_500():
     status, error = _barrier_response(KeyError('x'))
     assert status == 500
     assert 'KeyError' not in error['detail']
+
+
+def test_mysql_refusing_a_character_is_a_data_error():
+    """MySQL's 'Illegal mix of collations' (1267) and 'Incorrect string
+    value' (1366), as oslo.db wraps them, are values refused (400)."""
+    from oslo_db import exception as db_exc
+    import sqlalchemy.exc as sa_exc
+
+    for code in (1267, 1366):
+        orig = Exception(code, 'refused')
+        wrapped = db_exc.DBError(sa_exc.OperationalError('SELECT', {}, orig))
+        assert fault_wrap.is_db_data_error(wrapped)
+        assert fault_wrap.is_db_data_error(
+            sa_exc.OperationalError('SELECT', {}, orig))
+    other = db_exc.DBError(sa_exc.OperationalError(
+        'SELECT', {}, Exception(1064, 'syntax')))
+    assert not fault_wrap.is_db_data_error(other)
