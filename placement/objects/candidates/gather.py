@@ -1033,6 +1033,8 @@ class Gatherer:
 
 
 @prepared.retry_unprepared
+@db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
+                                exception.TraitNotFound))
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
          strategy='depth-first', randomize=False):
     """The allocation candidates for ``groups`` (request.RequestGroup by
