@@ -30,6 +30,9 @@ LOG = logging.getLogger(__name__)
 # primary), inside one they read what it reads.
 context_manager = enginefacade.transaction_context()
 reader = context_manager.reader.allow_async
+# The same for a Connection rather than a Session. (allow_async must come
+# last: oslo.db's other modifiers drop it.)
+reader_connection = context_manager.reader.connection.allow_async
 writer = context_manager.writer
 
 # The facade options and transaction manager configure() last installed.
@@ -103,6 +106,7 @@ def configure(conf):
         return
     manager = enginefacade.transaction_context()
     manager.configure(on_engine_create=[install_listeners], **options)
+    _replica_engine_untested(manager, options.get('slave_connection'))
     context_manager.patch_factory(manager)
     previous = _CONFIGURED['manager']
     _CONFIGURED.update(options=options, manager=manager)
@@ -163,7 +167,7 @@ def one_statement_reader(ctx, ping=True):
         _skippable_ping(context_manager.reader.get_engine())
         _CHECKOUT.no_ping = True
     try:
-        with reader.connection.using(ctx) as conn:
+        with reader_connection.using(ctx) as conn:
             _CHECKOUT.no_ping = False
             dbapi_conn = conn.connection.driver_connection
             flip = (conn.dialect.driver == 'psycopg2' and
@@ -259,6 +263,28 @@ def retry_on_deadlock(f):
 # period, not one per request.
 REPLICA_PAUSE = 10.0
 _REPLICA = {'down_until': 0.0, 'fallbacks': 0}
+
+
+def _replica_engine_untested(manager, slave_url):
+    """Create the replica's engine without oslo.db's connection test.
+
+    oslo.db connects to each new engine up to ``max_retries`` times,
+    ``retry_interval`` apart, and starts neither engine if one fails: a
+    replica that is down when a worker starts would hold every request
+    (writes too) for minutes and then fail them. The primary keeps that
+    test; the replica is tried when a read needs it (replica_reader).
+    """
+    if not slave_url:
+        return
+    factory = manager._factory
+    setup = factory._setup_for_connection
+
+    def setup_for_connection(url, engine_kwargs, maker_kwargs):
+        if url == slave_url:
+            engine_kwargs = dict(engine_kwargs, max_retries=0)
+        return setup(url, engine_kwargs, maker_kwargs)
+
+    factory._setup_for_connection = setup_for_connection
 
 
 def replica_configured():

@@ -1084,7 +1084,7 @@ def _flat_answer_unpinged(ctx, rg, wide):
         return flat_answer(ctx, conn, rg, wide)
 
 
-@db_api.reader.connection
+@db_api.reader_connection
 def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize):
     """Any world: gather windows of roots, combine depth first, stop at
     ``cap`` candidates."""
