@@ -337,5 +337,7 @@ def replica_reader(recheck=()):
                             exc, REPLICA_PAUSE)
             _REPLICA['fallbacks'] += 1
             return on_primary(ctx, *args, **kwargs)
+        # For callers that need the primary's view all the same.
+        wrapper.on_primary = on_primary
         return wrapper
     return decorate

@@ -551,8 +551,10 @@ class Engine:
         self.strategy = strategy
         self.randomize = randomize
 
+    # The primary, like the world the explanation reads (a replica's
+    # answer could disagree with it while the replica lags).
     def real(self, groups, wide):
-        return gather.find(
+        return gather.find.on_primary(
             self.ctx, groups, wide, nested_aware=self.nested_aware,
             max_candidates=self.max_candidates, strategy=self.strategy,
             randomize=self.randomize)
@@ -565,7 +567,7 @@ class Engine:
         wide = copy.copy(wide)
         wide.limit = None
         try:
-            cands, _p, _t = gather.find(
+            cands, _p, _t = gather.find.on_primary(
                 self.ctx, groups, wide,
                 nested_aware=(self.nested_aware if nested_aware is None
                               else nested_aware),

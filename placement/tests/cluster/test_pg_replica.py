@@ -403,6 +403,8 @@ def test_standby_down_reads_fall_back(cluster, servers):
               counts['claims'], slowest[0]))
     assert all(code < 500 for code in codes), codes
     assert counts['candidates'] > 0 and counts['claims'] > 0
+    # The standby's loss was seen, and answered by the primary.
+    assert 'reading from the primary' in with_replica.log_text()
     # No long TCP waits: refused connections fail at once.
     assert slowest[0] < 5, slowest
     # Back on the standby once the pause after the failure is over.
