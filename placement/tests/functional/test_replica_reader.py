@@ -138,6 +138,11 @@ def test_listings_from_replica_the_rest_from_primary(files):
         'resource_providers': []}
     assert files.call('GET', '/traits/CUSTOM_ON_PRIMARY').status_int == 204
     assert files.call('GET', '/traits/CUSTOM_ON_REPLICA').status_int == 404
+    explained = files.call(
+        'GET', '/ops/explain/allocation_candidates?resources=VCPU:1')
+    assert explained.status_int == 200, explained.text
+    # Its answer and its explanation both from the primary: nothing.
+    assert explained.json['candidates'] == 0, explained.json
     rp = list(resp.json['provider_summaries'])[0]
     claim = files.call('PUT', '/allocations/%s' % uuid.uuid4(), {
         'allocations': {rp: {'resources': {'VCPU': 1}}},
