@@ -287,6 +287,21 @@ def _replica_engine_untested(manager, slave_url):
     factory._setup_for_connection = setup_for_connection
 
 
+_PRIMARY_ONLY = '_placement_primary_only'
+
+
+@contextlib.contextmanager
+def primary_only(ctx):
+    """Within the block, replica_reader functions read the primary: for
+    callers that compare their answer with what they read themselves."""
+    before = getattr(ctx, _PRIMARY_ONLY, False)
+    setattr(ctx, _PRIMARY_ONLY, True)
+    try:
+        yield
+    finally:
+        setattr(ctx, _PRIMARY_ONLY, before)
+
+
 def replica_configured():
     options = _CONFIGURED['options'] or {}
     return bool(options.get('slave_connection'))
@@ -319,7 +334,8 @@ def replica_reader(recheck=()):
 
         @functools.wraps(f)
         def wrapper(ctx, *args, **kwargs):
-            if not replica_configured() or _in_transaction(ctx):
+            if (not replica_configured() or _in_transaction(ctx) or
+                    getattr(ctx, _PRIMARY_ONLY, False)):
                 return on_primary(ctx, *args, **kwargs)
             if time.monotonic() < _REPLICA['down_until']:
                 return on_primary(ctx, *args, **kwargs)
@@ -337,7 +353,5 @@ def replica_reader(recheck=()):
                             exc, REPLICA_PAUSE)
             _REPLICA['fallbacks'] += 1
             return on_primary(ctx, *args, **kwargs)
-        # For callers that need the primary's view all the same.
-        wrapper.on_primary = on_primary
         return wrapper
     return decorate
