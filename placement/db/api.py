@@ -10,7 +10,9 @@ fault_wrap).
 """
 import contextlib
 import functools
+import logging
 import threading
+import time
 
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as oslo_db_exc
@@ -19,11 +21,18 @@ import sqlalchemy as sa
 
 from placement import conf as placement_conf
 
+LOG = logging.getLogger(__name__)
+
 # The one manager objects decorate with; configure() swaps the factory
 # (engines and their settings) underneath it, so decorated functions
-# follow a reconfiguration.
+# follow a reconfiguration. Readers may join an enclosing asynchronous
+# reader (replica_reader below): on their own they stay synchronous (the
+# primary), inside one they read what it reads.
 context_manager = enginefacade.transaction_context()
-reader = context_manager.reader
+reader = context_manager.reader.allow_async
+# The same for a Connection rather than a Session. (allow_async must come
+# last: oslo.db's other modifiers drop it.)
+reader_connection = context_manager.reader.connection.allow_async
 writer = context_manager.writer
 
 # The facade options and transaction manager configure() last installed.
@@ -97,6 +106,7 @@ def configure(conf):
         return
     manager = enginefacade.transaction_context()
     manager.configure(on_engine_create=[install_listeners], **options)
+    _replica_engine_untested(manager, options.get('slave_connection'))
     context_manager.patch_factory(manager)
     previous = _CONFIGURED['manager']
     _CONFIGURED.update(options=options, manager=manager)
@@ -152,10 +162,12 @@ def one_statement_reader(ctx, ping=True):
     lost (is_disconnect; SQLAlchemy has then invalidated it and the
     pool's older connections)."""
     if not ping:
-        _skippable_ping(reader.get_engine())
+        # Primary or replica: the one this checkout uses is not known here.
+        _skippable_ping(context_manager.writer.get_engine())
+        _skippable_ping(context_manager.reader.get_engine())
         _CHECKOUT.no_ping = True
     try:
-        with reader.connection.using(ctx) as conn:
+        with reader_connection.using(ctx) as conn:
             _CHECKOUT.no_ping = False
             dbapi_conn = conn.connection.driver_connection
             flip = (conn.dialect.driver == 'psycopg2' and
@@ -241,3 +253,105 @@ def retry_on_deadlock(f):
         max_retries=5, retry_on_deadlock=True, retry_interval=0.05,
         inc_retry_interval=True, max_retry_interval=0.5)(f)
     return functools.wraps(f)(wrapped)
+
+
+# --- reads a replica may answer ([placement_database] slave_connection) ---
+
+# Seconds asynchronous reads go straight to the primary after the replica
+# failed to answer, so that a replica that is down (or drops packets, up to
+# CONNECT_TIMEOUT per attempt) costs one failed attempt per process and
+# period, not one per request.
+REPLICA_PAUSE = 10.0
+_REPLICA = {'down_until': 0.0, 'fallbacks': 0}
+
+
+def _replica_engine_untested(manager, slave_url):
+    """Create the replica's engine without oslo.db's connection test.
+
+    oslo.db connects to each new engine up to ``max_retries`` times,
+    ``retry_interval`` apart, and starts neither engine if one fails: a
+    replica that is down when a worker starts would hold every request
+    (writes too) for minutes and then fail them. The primary keeps that
+    test; the replica is tried when a read needs it (replica_reader).
+    """
+    if not slave_url:
+        return
+    factory = manager._factory
+    setup = factory._setup_for_connection
+
+    def setup_for_connection(url, engine_kwargs, maker_kwargs):
+        if url == slave_url:
+            engine_kwargs = dict(engine_kwargs, max_retries=0)
+        return setup(url, engine_kwargs, maker_kwargs)
+
+    factory._setup_for_connection = setup_for_connection
+
+
+_PRIMARY_ONLY = '_placement_primary_only'
+
+
+@contextlib.contextmanager
+def primary_only(ctx):
+    """Within the block, replica_reader functions read the primary: for
+    callers that compare their answer with what they read themselves."""
+    before = getattr(ctx, _PRIMARY_ONLY, False)
+    setattr(ctx, _PRIMARY_ONLY, True)
+    try:
+        yield
+    finally:
+        setattr(ctx, _PRIMARY_ONLY, before)
+
+
+def replica_configured():
+    options = _CONFIGURED['options'] or {}
+    return bool(options.get('slave_connection'))
+
+
+def _in_transaction(ctx):
+    try:
+        return ctx.transaction_ctx is not None
+    except oslo_db_exc.NoEngineContextEstablished:
+        return False
+
+
+def replica_reader(recheck=()):
+    """Run the decorated ``f(ctx, ...)`` as an oslo.db asynchronous reader:
+    with ``slave_connection`` set, on the replica. Only for reads whose
+    answer may lag the primary and that no write of this process depends
+    on (see README, "PostgreSQL primary and a hot standby").
+
+    When the replica cannot answer (down, restarting, a query cancelled by
+    a recovery conflict) the read runs again on the primary, and the next
+    REPLICA_PAUSE seconds of such reads go there directly. Exceptions in
+    ``recheck`` (a name not yet replicated, say) are asked of the primary
+    too before they reach the client. Without a replica, or inside an
+    enclosing transaction, and on the primary, ``f`` runs undecorated
+    (its own readers are synchronous: the primary).
+    """
+    def decorate(f):
+        on_replica = context_manager.async_(f)
+        on_primary = f
+
+        @functools.wraps(f)
+        def wrapper(ctx, *args, **kwargs):
+            if (not replica_configured() or _in_transaction(ctx) or
+                    getattr(ctx, _PRIMARY_ONLY, False)):
+                return on_primary(ctx, *args, **kwargs)
+            if time.monotonic() < _REPLICA['down_until']:
+                return on_primary(ctx, *args, **kwargs)
+            try:
+                return on_replica(ctx, *args, **kwargs)
+            except recheck:
+                pass
+            except (oslo_db_exc.DBError, sa.exc.SQLAlchemyError) as exc:
+                # Down, restarting, a statement cancelled by a recovery
+                # conflict, or a transaction left unusable by one of
+                # these: the primary answers for a while.
+                _REPLICA['down_until'] = time.monotonic() + REPLICA_PAUSE
+                LOG.warning('Replica read failed (%s: %s); reading from the '
+                            'primary for %.0f s', exc.__class__.__name__,
+                            exc, REPLICA_PAUSE)
+            _REPLICA['fallbacks'] += 1
+            return on_primary(ctx, *args, **kwargs)
+        return wrapper
+    return decorate

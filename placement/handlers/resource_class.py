@@ -40,7 +40,7 @@ def _list_resource_classes(req):
     ctx.can(policies.LIST)
     last_modified = None
     output = []
-    for row in rc_obj.get_all(ctx):
+    for row in rc_obj.listing(ctx):
         last_modified = util.pick_last_modified(
             last_modified, row.updated_at, row.created_at)
         output.append(_serialize(req.environ, row.name))

@@ -84,7 +84,7 @@ def _list_traits(req):
                 'The query parameter "associated" only accepts '
                 '"true" or "false"')
         filters['associated'] = associated == 'true'
-    names, last_modified = _serialize(trait_obj.get_all(ctx, **filters))
+    names, last_modified = _serialize(trait_obj.listing(ctx, **filters))
     return util.json_response(req, {'traits': names},
                               last_modified=last_modified)
 

@@ -74,6 +74,13 @@ def get_all(ctx):
         sa.select(*_COLUMNS).order_by(_RC.c.id)).all()
 
 
+@db_api.replica_reader()
+def listing(ctx):
+    """get_all for GET /resource_classes, which may lag the primary (a
+    replica's answer)."""
+    return get_all(ctx)
+
+
 @db_api.reader
 def get_by_name(ctx, name):
     """One resource class row; ResourceClassNotFound if there is none."""

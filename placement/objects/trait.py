@@ -84,6 +84,13 @@ def get_all(ctx, name_in=None, prefix=None, associated=None):
     return ctx.session.execute(sel.order_by(order)).all()
 
 
+@db_api.replica_reader()
+def listing(ctx, **filters):
+    """get_all for GET /traits, which may lag the primary (a replica's
+    answer): writes that depend on traits read them with get_all."""
+    return get_all(ctx, **filters)
+
+
 @db_api.reader
 def get_by_name(ctx, name):
     """One trait row; TraitNotFound if there is none."""

@@ -11,3 +11,9 @@ import os  # noqa: E402
 collect_ignore = []
 if not os.environ.get('PLACEMENT_KEYSTONE_TESTS'):
     collect_ignore.append('keystone')
+
+# The tests on real database clusters (placement/tests/cluster) bring up
+# their own servers (a Galera cluster, a PostgreSQL primary and standby):
+# tools/run-cluster-tests runs them.
+if not os.environ.get('PLACEMENT_CLUSTER_TESTS'):
+    collect_ignore.append('cluster')

@@ -551,11 +551,14 @@ class Engine:
         self.strategy = strategy
         self.randomize = randomize
 
+    # The primary, like the world the explanation reads (a replica's
+    # answer could disagree with it while the replica lags).
     def real(self, groups, wide):
-        return gather.find(
-            self.ctx, groups, wide, nested_aware=self.nested_aware,
-            max_candidates=self.max_candidates, strategy=self.strategy,
-            randomize=self.randomize)
+        with db_api.primary_only(self.ctx):
+            return gather.find(
+                self.ctx, groups, wide, nested_aware=self.nested_aware,
+                max_candidates=self.max_candidates, strategy=self.strategy,
+                randomize=self.randomize)
 
     def relaxed(self, groups, wide, nested_aware=None):
         """Providers used per group, with no limit. A name that does not
@@ -565,11 +568,12 @@ class Engine:
         wide = copy.copy(wide)
         wide.limit = None
         try:
-            cands, _p, _t = gather.find(
-                self.ctx, groups, wide,
-                nested_aware=(self.nested_aware if nested_aware is None
-                              else nested_aware),
-                max_candidates=_RELAXED_CAP, strategy='depth-first')
+            with db_api.primary_only(self.ctx):
+                cands, _p, _t = gather.find(
+                    self.ctx, groups, wide,
+                    nested_aware=(self.nested_aware if nested_aware is None
+                                  else nested_aware),
+                    max_candidates=_RELAXED_CAP, strategy='depth-first')
         except (exception.ResourceClassNotFound, exception.TraitNotFound):
             return {}
         return _used_by_group(cands)

@@ -1033,6 +1033,8 @@ class Gatherer:
 
 
 @prepared.retry_unprepared
+@db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
+                                exception.TraitNotFound))
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
          strategy='depth-first', randomize=False):
     """The allocation candidates for ``groups`` (request.RequestGroup by
@@ -1082,7 +1084,7 @@ def _flat_answer_unpinged(ctx, rg, wide):
         return flat_answer(ctx, conn, rg, wide)
 
 
-@db_api.reader.connection
+@db_api.reader_connection
 def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize):
     """Any world: gather windows of roots, combine depth first, stop at
     ``cap`` candidates."""
