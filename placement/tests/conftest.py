@@ -11,3 +11,9 @@ import os  # noqa: E402
 collect_ignore = []
 if not os.environ.get('PLACEMENT_KEYSTONE_TESTS'):
     collect_ignore.append('keystone')
+
+# The tests on database clusters (placement/tests/cluster) bring up their
+# own Galera cluster or PostgreSQL replica: tools/run-cluster-tests runs
+# them, not the per-database runs.
+if not os.environ.get('PLACEMENT_CLUSTER_TESTS'):
+    collect_ignore.append('cluster')
