@@ -238,6 +238,9 @@ def _galera_listener(sync_wait, engine):
             cur.close()
 
     sa.event.listen(engine, 'connect', on_connect)
+    # oslo.db tried a connection before this hook ran; it waits in the
+    # pool without the setting, so let it go.
+    engine.pool.dispose()
 
 
 def _sqlite_begin(conn):
