@@ -32,6 +32,8 @@ def is_db_unavailable(exc):
         return True
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
+    if _mysql_error_code(exc) in GALERA_NOT_READY:
+        return True
     if isinstance(exc, sa_exc.OperationalError):
         # A plain (non oslo.db) engine, as some tests use.
         return 'connect' in str(exc).lower()
@@ -48,6 +50,13 @@ def is_db_unavailable(exc):
 # "Incorrect string value" (1366), e.g. for an emoji in a URL or a name.
 # Nothing was or could be stored: the value is refused like any other.
 MYSQL_UNSUPPORTED_STRING = {1267, 1270, 1271, 1366}
+
+
+# A Galera node outside the cluster's primary component (still joining
+# after a restart, or cut off from the others) refuses every query with
+# 1047 "WSREP has not yet prepared node for application use": for this
+# API node the database is unavailable, as if lost.
+GALERA_NOT_READY = {1047}
 
 
 def _mysql_error_code(exc):

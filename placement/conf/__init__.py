@@ -137,6 +137,17 @@ placement_db_opts = [
     cfg.BoolOpt('sync_on_startup', default=False,
                 help='If True, database schema migrations will be attempted '
                      'when the web service starts.'),
+    cfg.IntOpt('galera_sync_wait', default=1, min=0, max=15,
+               help='On a MariaDB Galera cluster (noticed on each new '
+                    'connection by wsrep_on), the wsrep_sync_wait value '
+                    'set for its sessions. 1 makes every read wait until '
+                    'this node has applied all writes the cluster '
+                    'committed before it began, so a client that wrote '
+                    'through one node reads its write through any other '
+                    '(read-your-writes across API nodes). 0 leaves the '
+                    'server setting (reads may then be stale by the '
+                    'replication lag). Ignored on other databases. An '
+                    'extension: upstream Placement has no such option.'),
 ]
 
 default_opts = [

@@ -89,7 +89,10 @@ def _facade_options(conf):
         # yield hands the CPU away in the middle of a request.
         thread_checkin=False,
     )
-    return {k: v for k, v in options.items() if v is not None}
+    options = {k: v for k, v in options.items() if v is not None}
+    # Ours, not the facade's: configure() takes it out again.
+    options['galera_sync_wait'] = db.galera_sync_wait
+    return options
 
 
 def configure(conf):
@@ -104,8 +107,13 @@ def configure(conf):
     options = _facade_options(conf)
     if options == _CONFIGURED['options']:
         return
+    facade_options = dict(options)
+    sync_wait = facade_options.pop('galera_sync_wait')
     manager = enginefacade.transaction_context()
-    manager.configure(on_engine_create=[install_listeners], **options)
+    manager.configure(
+        on_engine_create=[install_listeners,
+                          functools.partial(_galera_listener, sync_wait)],
+        **facade_options)
     _replica_engine_untested(manager, options.get('slave_connection'))
     context_manager.patch_factory(manager)
     previous = _CONFIGURED['manager']
@@ -221,6 +229,29 @@ def install_listeners(engine):
         sa.event.listen(engine, event, _sqlite_end)
 
 
+def _galera_listener(sync_wait, engine):
+    """On MySQL, set ``wsrep_sync_wait`` on each new connection to a
+    Galera node ([placement_database] galera_sync_wait): a read through
+    one node then sees what a client committed through another."""
+    if engine.dialect.name != 'mysql' or not sync_wait:
+        return
+
+    def on_connect(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+            row = cur.fetchone()
+            if row and str(row[1]).upper() == 'ON':
+                cur.execute('SET SESSION wsrep_sync_wait = %d' % sync_wait)
+        finally:
+            cur.close()
+
+    sa.event.listen(engine, 'connect', on_connect)
+    # oslo.db tried a connection before this hook ran; it waits in the
+    # pool without the setting, so let it go.
+    engine.pool.dispose()
+
+
 def _sqlite_begin(conn):
     """BEGIN IMMEDIATE: take SQLite's write lock when the transaction starts.
 
@@ -247,10 +278,35 @@ def _sqlite_end(conn):
         pass
 
 
-def retry_on_deadlock(f):
-    """Retry a whole write transaction when the database says deadlock."""
+# The text of the log line each retried deadlock leaves (the cluster tests
+# count them).
+DEADLOCK_RETRY_LOG = 'Deadlock or Galera certification failure, retrying'
+
+
+def note_deadlock(exc, where):
+    """``exc`` is a deadlock the caller retries: log it, once per retry.
+
+    On Galera a write that conflicts with one committed through another
+    node fails certification, reported as deadlock 1213, often at COMMIT
+    after every statement succeeded; oslo.db raises DBDeadlock from the
+    commit as well, so a retry around the whole writer covers both."""
+    if isinstance(exc, oslo_db_exc.DBDeadlock):
+        LOG.warning('%s: %s', DEADLOCK_RETRY_LOG, where)
+        return True
+    return False
+
+
+def retry_on_deadlock(f, also=None):
+    """Retry a whole write transaction (the ``@writer`` function ``f``,
+    its COMMIT included) when the database says deadlock; exceptions for
+    which ``also(exc)`` is true are retried too."""
+    where = getattr(f, '__qualname__', repr(f))
+
+    def checker(exc):
+        return note_deadlock(exc, where) or bool(also and also(exc))
+
     wrapped = oslo_db_api.wrap_db_retry(
-        max_retries=5, retry_on_deadlock=True, retry_interval=0.05,
+        max_retries=5, exception_checker=checker, retry_interval=0.05,
         inc_retry_interval=True, max_retry_interval=0.5)(f)
     return functools.wraps(f)(wrapped)
 

@@ -1,6 +1,7 @@
 """Aggregate membership of providers. Aggregates are only uuids: a row in
 placement_aggregates appears the first time a uuid is associated."""
-from oslo_db import api as oslo_db_api
+import functools
+
 from oslo_db import exception as db_exc
 import sqlalchemy as sa
 
@@ -67,9 +68,9 @@ def _ensure(ctx, agg_uuids):
 
 # Two writers creating the same new aggregate: the loser starts again and
 # finds it. A deadlock is retried as well.
-@oslo_db_api.wrap_db_retry(
-    max_retries=5, retry_interval=0.05, retry_on_deadlock=True,
-    exception_checker=lambda e: isinstance(e, db_exc.DBDuplicateEntry))
+@functools.partial(
+    db_api.retry_on_deadlock,
+    also=lambda e: isinstance(e, db_exc.DBDuplicateEntry))
 @db_api.writer
 def set_for_provider(ctx, rp, agg_uuids, increment_generation=False):
     """Make ``agg_uuids`` exactly the provider's aggregates; the provider's

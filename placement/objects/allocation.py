@@ -140,6 +140,7 @@ def replace_all(ctx, writes):
             return _replace_all_txn(ctx, writes, owners)
         except (exception.ResourceProviderConcurrentUpdateDetected,
                 db_exc.DBDeadlock, db_exc.DBDuplicateEntry) as exc:
+            db_api.note_deadlock(exc, 'allocations write')
             LOG.debug('Retrying allocations write (attempt %d of %d): %s',
                       attempt, attempts, type(exc).__name__)
             if attempt < attempts:
@@ -462,6 +463,7 @@ def get_by_provider(ctx, rp_id):
     return ctx.session.execute(sel).all()
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def delete_for_consumer(ctx, consumer_uuid):
     """Remove every allocation of a consumer, and the consumer; how many

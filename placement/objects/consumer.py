@@ -34,6 +34,7 @@ def _get_or_create(ctx, table, column, value):
         return ctx.session.execute(
             sa.select(table.c.id).where(column == value)).scalar()
 
+    @db_api.retry_on_deadlock
     @db_api.writer
     def _create(ctx):
         return ctx.session.execute(

@@ -40,6 +40,7 @@ def reshape(ctx, inventories, writes):
     return _reshape_txn(ctx, inventories, writes, owners)
 
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _reshape_txn(ctx, inventories, writes, owners):
     # 1. Interim inventory: every class old or new, new values winning.

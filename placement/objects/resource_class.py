@@ -182,6 +182,7 @@ def destroy(ctx, name):
 
 # --- start-up ----------------------------------------------------------
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _sync_standard_classes(ctx):
     have = {r[0] for r in ctx.session.execute(sa.select(models.RC.c.id))}

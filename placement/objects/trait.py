@@ -208,6 +208,7 @@ def set_for_provider(ctx, rp_id, generation, trait_ids):
 
 # --- start-up ----------------------------------------------------------
 
+@db_api.retry_on_deadlock
 @db_api.writer
 def _sync_standard_traits(ctx):
     have = {r[0] for r in ctx.session.execute(sa.select(models.TRAIT.c.name))}

@@ -12,8 +12,8 @@ collect_ignore = []
 if not os.environ.get('PLACEMENT_KEYSTONE_TESTS'):
     collect_ignore.append('keystone')
 
-# The tests on real database clusters (placement/tests/cluster) bring up
-# their own servers (a Galera cluster, a PostgreSQL primary and standby):
-# tools/run-cluster-tests runs them.
+# The tests on database clusters (placement/tests/cluster) bring up their
+# own Galera cluster or PostgreSQL replica: tools/run-cluster-tests runs
+# them, not the per-database runs.
 if not os.environ.get('PLACEMENT_CLUSTER_TESTS'):
     collect_ignore.append('cluster')

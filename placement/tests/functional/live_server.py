@@ -78,11 +78,15 @@ class LiveServer:
         with upstream placement installed); the project's by default.
     :param cwd: where gunicorn runs (and so which ``placement`` package it
         imports first); the repository by default.
+    :param db_url: serve this existing database (left in place at stop)
+        instead of a fresh one: several servers over one database, or
+        over the nodes of a cluster.
     """
 
     def __init__(self, workers=2, port=None, conf=None, threads=1,
                  start_timeout=60, timeout=60, gunicorn_args=(),
-                 env=None, gunicorn=None, cwd=None):
+                 env=None, gunicorn=None, cwd=None, db_url=None):
+        self.db_url = db_url
         self.gunicorn = gunicorn
         self.cwd = cwd or REPO_ROOT
         self.workers = workers
@@ -122,7 +126,8 @@ class LiveServer:
         groups = {
             'DEFAULT': {'debug': 'False'},
             'api': {'auth_strategy': 'noauth2'},
-            'placement_database': {'connection': self.db.url,
+            'placement_database': {'connection':
+                                   self.db_url or self.db.url,
                                    'sync_on_startup': 'True'},
         }
         for group, options in self.conf.items():
@@ -140,7 +145,8 @@ class LiveServer:
     def start(self):
         # Migrated up front so that N workers booting at once find the
         # schema at head and sync_on_startup has nothing to race on.
-        self.db = test_db.TestDatabase(migrate=True)
+        if not self.db_url:
+            self.db = test_db.TestDatabase(migrate=True)
         self.config_dir = tempfile.mkdtemp(prefix='placement-live-')
         self._write_conf()
         self.log_path = os.path.join(self.config_dir, 'server.log')
