@@ -350,6 +350,7 @@ class _Search:
         self.numbered_rps = set()
         self.root_owner = {}      # root -> rp (old microversions only)
         self.root_count = {}
+        self.one_per_tree = plan.one_per_tree
 
     # -- capacity bookkeeping ------------------------------------------
     def _fits(self, rp, rc, amount):
@@ -367,9 +368,8 @@ class _Search:
         self.used[(rp, rc)] -= amount
 
     def _claim_tree(self, rp):
-        """Old microversions: a tree may contribute one provider only."""
-        if not self.plan.one_per_tree:
-            return True
+        """Old microversions (one_per_tree): a tree may contribute one
+        provider only."""
         root = self.providers[rp].root_id
         owner = self.root_owner.get(root)
         if owner is not None and owner != rp:
@@ -379,8 +379,6 @@ class _Search:
         return True
 
     def _release_tree(self, rp):
-        if not self.plan.one_per_tree:
-            return
         root = self.providers[rp].root_id
         self.root_count[root] -= 1
         if not self.root_count[root]:
@@ -442,6 +440,7 @@ class _Search:
         resources = group.resources
         subtree_check = bool(self.plan.subtree_checks[idx])
         last = self.last
+        one_per_tree = self.one_per_tree
         for rp in self.plan.order(group.by_anchor.get(anchor, ())):
             if isolate and rp in taken:
                 continue
@@ -456,7 +455,7 @@ class _Search:
                 if inv[1] + total > inv[0] or total > inv[2]:
                     fits = False
                     break
-            if not fits or not self._claim_tree(rp):
+            if not fits or one_per_tree and not self._claim_tree(rp):
                 continue
             for rc, amt in resources:
                 used[(rp, rc)] = used.get((rp, rc), 0) + amt
@@ -473,7 +472,8 @@ class _Search:
                 taken.discard(rp)
             for rc, amt in resources:
                 used[(rp, rc)] -= amt
-            self._release_tree(rp)
+            if one_per_tree:
+                self._release_tree(rp)
 
     def _unnumbered_traits_ok(self, group, chosen):
         if not (group.forbidden or group.required):
@@ -491,7 +491,7 @@ class _Search:
             if not self._unnumbered_traits_ok(group, chosen):
                 return
             self.picks[idx] = tuple(chosen)
-            if not self._subtrees_ok(idx):
+            if self.plan.subtree_checks[idx] and not self._subtrees_ok(idx):
                 return
             if idx == self.last:
                 yield tuple(self.picks)
@@ -504,7 +504,7 @@ class _Search:
                 continue
             if not self._fits(rp, rc, amt):
                 continue
-            if not self._claim_tree(rp):
+            if self.one_per_tree and not self._claim_tree(rp):
                 continue
             self._take(rp, rc, amt)
             chosen.append(rp)
@@ -512,7 +512,8 @@ class _Search:
                                               pos + 1, chosen)
             chosen.pop()
             self._give_back(rp, rc, amt)
-            self._release_tree(rp)
+            if self.one_per_tree:
+                self._release_tree(rp)
 
 
 def viable_anchors(groups):
