@@ -221,26 +221,22 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     all_classes = want.matches(ALL_RESOURCES_IN_SUMMARIES)
     with_traits = want.matches(TRAITS_IN_SUMMARIES)
     nested = want.matches(NESTED_AWARE)
+    out = {}
     # Providers alike share one list of traits (in trait id order, see
     # combine.Traits), and one capacity/used dict per equal inventory
     # (read-only, like every part of the body): hashing the inventory's
     # tuple costs less than a dict.
-    amounts = combine.OnFirstUse(
-        lambda inv: {'capacity': inv[0], 'used': inv[1]})
-    if all_classes and with_traits and nested:
-        # Today's microversions, the shape every scheduler asks for.
-        uuid_of = {rp: prov.uuid for rp, prov in providers.items()}
-        return {prov.uuid: {
-            'resources': {rc: amounts[inv]
-                          for rc, inv in prov.inventory.items()},
-            'traits': prov.traits.listed,
-            'parent_provider_uuid': uuid_of.get(prov.parent_id),
-            'root_provider_uuid': uuid_of[prov.root_id]} for prov in shown}
-    out = {}
+    amounts = {}
     for prov in shown:
-        summary = {'resources': {
-            rc: amounts[inv] for rc, inv in prov.inventory.items()
-            if all_classes or rc in requested}}
+        resources = {}
+        for rc, inv in prov.inventory.items():
+            if all_classes or rc in requested:
+                part = amounts.get(inv)
+                if part is None:
+                    part = amounts[inv] = {'capacity': inv[0],
+                                           'used': inv[1]}
+                resources[rc] = part
+        summary = {'resources': resources}
         if with_traits:
             summary['traits'] = prov.traits.listed
         if nested:
