@@ -38,28 +38,19 @@ def _allocation_requests(cands, providers, want, isolate):
             for rp, res in cand.allocations.items()]} for cand in cands]
     with_mappings = want.matches(MAPPINGS)
     sole = [cand.sole for cand in cands]
-    if cands and None not in sole:
-        rendered = _sole_provider_requests(cands[0].groups[0], sole,
-                                           uuid_of, with_mappings)
+    if not cands:
+        array = b'[]'
+    elif None not in sole:
+        array = _sole_provider_requests(cands[0].groups[0], sole, uuid_of,
+                                        with_mappings)
     else:
-        # Candidates of one combine call share their group list; the
-        # search may have made several (batches of anchors).
-        rendered = [None] * len(cands)
-        by_groups = {}
-        for pos, cand in enumerate(cands):
-            by_groups.setdefault(id(cand.groups), []).append(pos)
-        for positions in by_groups.values():
-            groups = cands[positions[0]].groups
-            renderer = _Renderer(groups, uuid_of, with_mappings, isolate)
-            done = renderer.render([cands[pos].picks for pos in positions])
-            for pos, body in zip(positions, done):
-                rendered[pos] = body
-    return orjson.Fragment(b'[%s]' % b','.join(rendered))
+        array = _Renderer(cands, uuid_of, with_mappings, isolate).array()
+    return orjson.Fragment(array)
 
 
 def _sole_provider_requests(group, sole, uuid_of, with_mappings):
-    """Candidates that are each one provider serving the one group (a
-    flat world's): one format operation each."""
+    """The JSON array (bytes) of candidates that are each one provider
+    serving the one group (a flat world's): one format operation each."""
     dumps = orjson.dumps
     quoted = _quoted({rp: uuid_of[rp] for rp in sole})
     uuids = map(quoted.__getitem__, sole)
@@ -68,10 +59,10 @@ def _sole_provider_requests(group, sole, uuid_of, with_mappings):
         template = b''.join([
             b'{"allocations":{%s:{"resources":', resources,
             b'}},"mappings":{', dumps(group.suffix), b':[%s]}}'])
-        return [template % (u, u) for u in uuids]
+        return b'[%s]' % b','.join([template % (u, u) for u in uuids])
     template = b''.join([b'{"allocations":{%s:{"resources":', resources,
                          b'}}}'])
-    return [template % u for u in uuids]
+    return b'[%s]' % b','.join([template % u for u in uuids])
 
 
 def _quoted(uuid_of):
@@ -87,22 +78,55 @@ def _quoted(uuid_of):
 
 
 class _Renderer:
-    """Render, as JSON, candidates of one group list (combine's search
-    order) from their picks.
+    """Render, as JSON, candidates from their picks.
 
-    What each group's pick renders to is serialised once per distinct
-    pick, for all candidates at once (a wide request renders tens of
-    thousands of candidates over a handful of providers): its allocations
-    entry (``"uuid":{"resources":{...}}``, one per provider) and its
-    mappings entry (``"suffix":["uuid", ...]``). A candidate is then two
-    joins of those parts, at C speed, unless two groups drew on one
-    provider: only then are amounts summed, for that candidate alone."""
+    Candidates of the search's batches have group lists of their own, but
+    alike position by position (combine's search order), which is all
+    rendering reads. What each group's pick renders to is serialised once
+    per distinct pick (a wide request renders tens of thousands of
+    candidates over a handful of providers): its allocations entry
+    (``"uuid":{"resources":{...}}``, one per provider) and its mappings
+    entry (``"suffix":["uuid", ...]``). When no two groups of a candidate
+    can draw on one provider, the candidates are then a single join of
+    those parts, column by column, at C speed; otherwise each candidate
+    is joined on its own, and where two groups did draw on one provider
+    its amounts are summed."""
 
-    def __init__(self, groups, uuid_of, with_mappings, isolate):
-        self.groups = groups
-        self.uuid_of = uuid_of
+    def __init__(self, cands, uuid_of, with_mappings, isolate):
+        lists = combine.by_group_list(cands)
+        self.groups = lists[0][0]
+        self.picks = list(map(operator.attrgetter('picks'), cands))
         self.with_mappings = with_mappings
-        self.may_share = self._may_share(groups, isolate)
+        self.may_share = any(self._may_share(groups, isolate)
+                             for groups, _pos, _picks in lists)
+        columns = [set(map(operator.itemgetter(pos), self.picks))
+                   for pos in range(len(self.groups))]
+        used = set()
+        for group, column in zip(self.groups, columns):
+            used.update(column if group.same_provider
+                        else itertools.chain.from_iterable(column))
+        self.quoted = _quoted({rp: uuid_of[rp] for rp in used})
+        self.resources = combine.OnFirstUse(
+            lambda items: b'{"resources":%s}' % orjson.dumps(dict(items)))
+        # Per group: {pick: its allocations entry, b'' if none}, and
+        # {pick: its mappings entry}.
+        self.allocs = []
+        self.maps = []
+        quoted = self.quoted
+        for group, column in zip(self.groups, columns):
+            key = orjson.dumps(group.suffix)
+            if group.same_provider:
+                res = b':' + self.resources[tuple(group.amounts.items())]
+                self.allocs.append({rp: quoted[rp] + res if group.resources
+                                    else b'' for rp in column})
+                self.maps.append({rp: b'%s:[%s]' % (key, quoted[rp])
+                                  for rp in column})
+            else:
+                self.allocs.append({pick: self._alloc_entry(group, pick)
+                                    for pick in column})
+                self.maps.append({pick: b'%s:[%s]' % (key, b','.join(
+                    map(quoted.__getitem__, dict.fromkeys(pick))))
+                    for pick in column})
 
     @staticmethod
     def _may_share(groups, isolate):
@@ -118,55 +142,12 @@ class _Renderer:
                             else itertools.chain.from_iterable(
                                 rps.values()))
             for other, theirs in seen.items():
-                if (isolate and g.same_provider and other.same_provider):
+                if isolate and g.same_provider and other.same_provider:
                     continue
                 if not theirs.isdisjoint(mine):
                     return True
             seen[g] = mine
         return False
-
-    def render(self, all_picks):
-        """A JSON object (bytes) per candidate, given as its picks."""
-        columns = [set(map(operator.itemgetter(pos), all_picks))
-                   for pos in range(len(self.groups))]
-        used = set()
-        for group, column in zip(self.groups, columns):
-            used.update(column if group.same_provider
-                        else itertools.chain.from_iterable(column))
-        dumps = orjson.dumps
-        quoted = _quoted({rp: self.uuid_of[rp] for rp in used})
-        self.resources = combine.OnFirstUse(
-            lambda items: b'{"resources":%s}' % dumps(dict(items)))
-        allocs = []
-        maps = []
-        for group, column in zip(self.groups, columns):
-            key = dumps(group.suffix)
-            if group.same_provider:
-                res = b':{"resources":%s}' % dumps(group.amounts)
-                allocs.append({rp: quoted[rp] + res if group.resources
-                               else b'' for rp in column})
-                maps.append({rp: b'%s:[%s]' % (key, quoted[rp])
-                             for rp in column})
-            else:
-                allocs.append({pick: self._unnumbered(group, pick, quoted)
-                               for pick in column})
-                maps.append({pick: b'%s:[%s]' % (key, b','.join(
-                    map(quoted.__getitem__, dict.fromkeys(pick))))
-                    for pick in column})
-        out = []
-        getitem = operator.getitem
-        for picks in all_picks:
-            if self.may_share and self._shares(picks):
-                allocations = self._summed(picks, quoted)
-            else:
-                allocations = b','.join(filter(None, map(getitem, allocs,
-                                                         picks)))
-            if self.with_mappings:
-                out.append(b'{"allocations":{%s},"mappings":{%s}}' % (
-                    allocations, b','.join(map(getitem, maps, picks))))
-            else:
-                out.append(b'{"allocations":{%s}}' % allocations)
-        return out
 
     @staticmethod
     def _per_provider(group, pick):
@@ -179,21 +160,65 @@ class _Renderer:
             res[rc] = res.get(rc, 0) + amount
         return per_rp
 
-    def _unnumbered(self, group, pick, quoted):
+    def _alloc_entry(self, group, pick):
         return b','.join(
-            b'%s:%s' % (quoted[rp], self.resources[tuple(res.items())])
+            b'%s:%s' % (self.quoted[rp], self.resources[tuple(res.items())])
             for rp, res in self._per_provider(group, pick).items())
 
-    def _shares(self, picks):
+    def array(self):
+        """The candidates, as a JSON array (bytes)."""
+        if self.may_share:
+            return b'[%s]' % b','.join(map(self._one, self.picks))
+        # Column by column: each group's entries for all candidates, with
+        # commas between groups; then one join over the candidates' pieces,
+        # interleaved by zip (a 40,320 candidates answer is 37 MB: this is
+        # its only copy before the response's).
+        allocating = [pos for pos, group in enumerate(self.groups)
+                      if not group.same_provider or group.resources]
+        comma = itertools.repeat(b',')
+        opening = b'{"allocations":{'
+        pieces = [itertools.chain([b'[' + opening],
+                                  itertools.repeat(b',' + opening))]
+        pieces.extend(self._columns(self.allocs, allocating, comma))
+        if self.with_mappings:
+            pieces.append(itertools.repeat(b'},"mappings":{'))
+            pieces.extend(self._columns(self.maps, range(len(self.groups)),
+                                        comma))
+        pieces.append(itertools.repeat(b'}}'))
+        return b''.join(itertools.chain(
+            itertools.chain.from_iterable(zip(*pieces)), [b']']))
+
+    def _columns(self, entries, positions, comma):
+        """Iterables of the candidates' entries for the groups at
+        ``positions``, commas between them."""
+        out = []
+        for pos in positions:
+            if out:
+                out.append(comma)
+            out.append(map(entries[pos].__getitem__,
+                           map(operator.itemgetter(pos), self.picks)))
+        return out
+
+    def _one(self, picks):
+        """One candidate, which may use a provider for two groups."""
         rps = []
         for group, pick in zip(self.groups, picks):
             if not group.same_provider:
                 rps.extend(dict.fromkeys(pick))
             elif group.resources:
                 rps.append(pick)
-        return len(set(rps)) < len(rps)
+        if len(set(rps)) < len(rps):
+            allocations = self._summed(picks)
+        else:
+            allocations = b','.join(filter(None, map(
+                operator.getitem, self.allocs, picks)))
+        if not self.with_mappings:
+            return b'{"allocations":{%s}}' % allocations
+        return b'{"allocations":{%s},"mappings":{%s}}' % (
+            allocations, b','.join(map(operator.getitem, self.maps,
+                                       picks)))
 
-    def _summed(self, picks, quoted):
+    def _summed(self, picks):
         """Allocations where groups share a provider: amounts added up."""
         total = {}
         for group, pick in zip(self.groups, picks):
@@ -202,7 +227,7 @@ class _Renderer:
                 for rc, amount in res.items():
                     have[rc] = have.get(rc, 0) + amount
         return b','.join(
-            b'%s:{"resources":%s}' % (quoted[rp], orjson.dumps(res))
+            b'%s:%s' % (self.quoted[rp], self.resources[tuple(res.items())])
             for rp, res in total.items())
 
 

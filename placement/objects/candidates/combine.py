@@ -234,19 +234,39 @@ class Candidate:
                           for s, rps in self.mappings.items()))
 
 
+_GROUPS = operator.attrgetter('groups')
+_PICKS = operator.attrgetter('picks')
+
+
+def by_group_list(cands):
+    """[(groups, positions, picks)]: the candidates per group list (each
+    combine call has its own; the search makes one per batch of anchors),
+    with their positions in ``cands`` and their picks. One group list, the
+    usual case, is recognised at C speed (wide answers have tens of
+    thousands of candidates)."""
+    if not cands:
+        return []
+    lists = list(map(_GROUPS, cands))
+    if lists.count(lists[0]) == len(lists):
+        return [(lists[0], range(len(cands)), list(map(_PICKS, cands)))]
+    out = {}
+    for pos, cand in enumerate(cands):
+        entry = out.get(id(cand.groups))
+        if entry is None:
+            entry = out[id(cand.groups)] = (cand.groups, [], [])
+        entry[1].append(pos)
+        entry[2].append(cand.picks)
+    return list(out.values())
+
+
 def allocated_providers(cands):
     """Ids of the providers the candidates allocate from: a union per
-    group position, at C speed (wide answers have tens of thousands of
-    candidates)."""
+    group position, at C speed."""
     sole = [cand.sole for cand in cands]
     if None not in sole:
         return set(sole)
     used = set()
-    by_groups = {}
-    for cand in cands:
-        by_groups.setdefault(id(cand.groups), (cand.groups, []))[1].append(
-            cand.picks)
-    for groups, picks in by_groups.values():
+    for groups, _positions, picks in by_group_list(cands):
         for pos, group in enumerate(groups):
             column = map(operator.itemgetter(pos), picks)
             if not group.same_provider:
@@ -323,6 +343,11 @@ class _Plan:
                     positions = _Pair(positions)
                 checks.append(positions)
             self.subtree_checks.append(checks)
+        # Numbered groups only, isolated, nothing else relating them (a
+        # wide request): see _Search.injective.
+        self.injective = (isolate and not one_provider_per_tree
+                          and all(g.same_provider for g in self.groups)
+                          and not any(self.subtree_checks))
         # Ancestors-or-self of each provider, on first use: anchors' trees
         # are disjoint, so each provider is walked up once per request.
         self.ancestors = OnFirstUse(
@@ -388,7 +413,35 @@ class _Search:
     # -- the search ----------------------------------------------------
     def run(self, anchor):
         """Yield the picks (a tuple per candidate) under ``anchor``."""
+        if self.plan.injective:
+            return self.injective(anchor)
         return iter(self._place(0, anchor))
+
+    def injective(self, anchor):
+        """The search when every group is numbered and isolated and no
+        same_subtree or tree rule relates them: a candidate is one
+        distinct provider per group, and as no provider serves two groups
+        no amounts add up, so each provider that can serve its group alone
+        will do. itertools then walks the same tree as _place, in the
+        same order (lexicographic in each group's list), at C speed: 8
+        groups over 8 children are 40,320 candidates."""
+        lists = [[rp for rp in g.by_anchor.get(anchor, ())
+                  if self._fits_alone(rp, g)] for g in self.groups]
+        if all(lst == lists[0] for lst in lists):
+            return itertools.permutations(self.plan.order(lists[0]),
+                                          len(lists))
+        lists = [self.plan.order(lst) for lst in lists]
+        width = len(lists)
+        return (picks for picks in itertools.product(*lists)
+                if len(set(picks)) == width)
+
+    def _fits_alone(self, rp, group):
+        inventory = self.providers[rp].inventory
+        for rc, amt in group.resources:
+            inv = inventory.get(rc)
+            if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                return False
+        return True
 
     def _subtrees_ok(self, idx):
         picks = self.picks
