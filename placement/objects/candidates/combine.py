@@ -21,6 +21,18 @@ soon as it is complete, so a caller that wants ``limit`` candidates stops
 after ``limit`` of them: the work is proportional to the output, never to
 the Cartesian product of the groups' provider lists.
 
+Two orders (``combine``'s ``rng``): without one, anchors ascend and each
+group's providers are tried in the order gathered, deterministic and
+upstream's where upstream agrees; with a ``random.Random`` (the
+randomize_allocation_candidates seam), anchors are shuffled and taken
+round-robin and every step's choices are shuffled, so the first ``limit``
+candidates yielded are a random sample of the whole answer, any candidate
+can come first, and the rest is never generated.
+
+When every group is numbered and isolated and nothing else relates them
+(a wide request), itertools walks the same tree in the same order
+(``_Search.injective``).
+
 Identical candidates (same allocations and same mappings) reached from two
 anchors -- a request served entirely by a sharing provider -- are yielded
 once, as upstream's set does.
@@ -348,8 +360,8 @@ class _Plan:
         self.injective = (isolate and not one_provider_per_tree
                           and all(g.same_provider for g in self.groups)
                           and not any(self.subtree_checks))
-        # Ancestors-or-self of each provider, on first use: anchors' trees
-        # are disjoint, so each provider is walked up once per request.
+        # Ancestors-or-self of each provider, on first use (same_subtree
+        # sets of more than two groups or with the unnumbered group).
         self.ancestors = OnFirstUse(
             lambda rp: frozenset(_ancestors(providers, rp)))
 
