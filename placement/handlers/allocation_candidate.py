@@ -4,7 +4,6 @@ Parse and validate the query (schemas + candidates.request), gather and
 combine (candidates.gather, candidates.combine), then shape the answer for
 the microversion asked.
 """
-import functools
 import itertools
 import operator
 
