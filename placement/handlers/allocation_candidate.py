@@ -4,8 +4,10 @@ Parse and validate the query (schemas + candidates.request), gather and
 combine (candidates.gather, candidates.combine), then shape the answer for
 the microversion asked.
 """
+import itertools
 import operator
 
+import orjson
 import webob.exc
 
 from placement import exception
@@ -24,109 +26,208 @@ NESTED_AWARE = (1, 29)        # also: parent/root uuids in summaries
 MAPPINGS = (1, 34)
 
 
-def _allocation_requests(cands, providers, want):
-    """The allocation_requests list. A wide request renders tens of
-    thousands of these: the amounts dicts and one-provider mapping lists
-    that combine shares between candidates are rendered once each (keyed
-    by identity: they live as long as ``cands``) and never mutated."""
+def _allocation_requests(cands, providers, want, isolate):
+    """The allocation_requests list: a list of dicts before 1.12, later
+    the JSON array itself, pre-serialised (an orjson.Fragment) from parts
+    built once per provider and group (see _Renderer)."""
     uuid_of = {rp: prov.uuid for rp, prov in providers.items()}
-    out = []
     if not want.matches(DICT_ALLOCATIONS):
-        for cand in cands:
-            out.append({'allocations': [
-                {'resource_provider': {'uuid': uuid_of[rp]},
-                 'resources': res}
-                for rp, res in cand.allocations.items()]})
-        return out
+        return [{'allocations': [
+            {'resource_provider': {'uuid': uuid_of[rp]}, 'resources': res}
+            for rp, res in cand.allocations.items()]} for cand in cands]
     with_mappings = want.matches(MAPPINGS)
     sole = [cand.sole for cand in cands]
-    if cands and None not in sole:
-        return _sole_provider_requests(cands[0].groups[0], sole, uuid_of,
-                                       with_mappings)
-    rendered = {}      # id() of a shared amounts dict or rp list -> JSON
-    fast = _DistinctNumbered(cands, uuid_of, with_mappings)
-    for cand in cands:
-        body = fast.render(cand)
-        if body is not None:
-            out.append(body)
-            continue
-        allocs = {}
-        for rp, res in cand.allocations.items():
-            key = (rp, id(res))
-            entry = rendered.get(key)
-            if entry is None:
-                entry = rendered[key] = (uuid_of[rp], {'resources': res})
-            allocs[entry[0]] = entry[1]
-        body = {'allocations': allocs}
-        if with_mappings:
-            maps = {}
-            for suffix, rps in cand.mappings.items():
-                lst = rendered.get(id(rps))
-                if lst is None:
-                    lst = [uuid_of[rp] for rp in rps]
-                    if len(rps) == 1:
-                        rendered[id(rps)] = lst
-                maps[suffix] = lst
-            body['mappings'] = maps
-        out.append(body)
-    return out
+    if not cands:
+        array = b'[]'
+    elif None not in sole:
+        array = _sole_provider_requests(cands[0].groups[0], sole, uuid_of,
+                                        with_mappings)
+    else:
+        array = _Renderer(cands, uuid_of, with_mappings, isolate).array()
+    return orjson.Fragment(array)
 
 
 def _sole_provider_requests(group, sole, uuid_of, with_mappings):
-    """Candidates that are each one provider serving the one group (a
-    flat world's): one shared resources part, a comprehension each."""
-    part = {'resources': group.amounts}
-    uuids = [uuid_of[rp] for rp in sole]
+    """The JSON array (bytes) of candidates that are each one provider
+    serving the one group (a flat world's): one format operation each."""
+    dumps = orjson.dumps
+    quoted = _quoted({rp: uuid_of[rp] for rp in sole})
+    uuids = map(quoted.__getitem__, sole)
+    resources = dumps(group.amounts)
     if with_mappings:
-        suffix = group.suffix
-        return [{'allocations': {u: part}, 'mappings': {suffix: [u]}}
-                for u in uuids]
-    return [{'allocations': {u: part}} for u in uuids]
+        template = b''.join([
+            b'{"allocations":{%s:{"resources":', resources,
+            b'}},"mappings":{', dumps(group.suffix), b':[%s]}}'])
+        return b'[%s]' % b','.join([template % (u, u) for u in uuids])
+    template = b''.join([b'{"allocations":{%s:{"resources":', resources,
+                         b'}}}'])
+    return b'[%s]' % b','.join([template % u for u in uuids])
 
 
-class _DistinctNumbered:
-    """Render, at C speed, candidates made only of numbered groups on
-    distinct providers (a wide isolate request: tens of thousands of
-    them): each (group, provider) part is built once and a candidate is
-    two dict() calls over its picks."""
+def _quoted(uuid_of):
+    """{rp: the JSON string of its uuid}. Provider uuids are plain ASCII
+    (the API takes UUIDs only): quoting them is then a format, cheaper
+    than a serialiser call each (whose small outputs, kept alive by the
+    thousand, also cost it allocations)."""
+    text = ''.join(uuid_of.values())
+    if text.isascii() and text.isprintable() and '"' not in text and \
+            '\\' not in text:
+        return {rp: b'"%s"' % uuid.encode() for rp, uuid in uuid_of.items()}
+    return {rp: orjson.dumps(uuid) for rp, uuid in uuid_of.items()}
 
-    def __init__(self, cands, uuid_of, with_mappings):
-        self.ok = False
-        if not cands:
-            return
-        groups = cands[0].groups
-        if not all(g.same_provider for g in groups):
-            return
-        self.ok = True
-        self.n = len(groups)
+
+class _Renderer:
+    """Render, as JSON, candidates from their picks.
+
+    Candidates of the search's batches have group lists of their own, but
+    alike position by position (combine's search order), which is all
+    rendering reads. What each group's pick renders to is serialised once
+    per distinct pick (a wide request renders tens of thousands of
+    candidates over a handful of providers): its allocations entry
+    (``"uuid":{"resources":{...}}``, one per provider) and its mappings
+    entry (``"suffix":["uuid", ...]``). When no two groups of a candidate
+    can draw on one provider, the candidates are then a single join of
+    those parts, column by column, at C speed; otherwise each candidate
+    is joined on its own, and where two groups did draw on one provider
+    its amounts are summed."""
+
+    def __init__(self, cands, uuid_of, with_mappings, isolate):
+        lists = combine.by_group_list(cands)
+        self.groups = lists[0][0]
+        self.picks = list(map(operator.attrgetter('picks'), cands))
         self.with_mappings = with_mappings
-        with_res = [i for i, g in enumerate(groups) if g.resources]
-        self.alloc_parts = [self._alloc_part(groups[i], uuid_of)
-                            for i in with_res]
-        self.pick_res = (operator.itemgetter(*with_res) if len(with_res) > 1
-                         else (lambda picks, i=with_res[0]: (picks[i],))
-                         if with_res else (lambda picks: ()))
-        self.map_parts = [
-            combine.OnFirstUse(lambda rp, s=g.suffix: (s, [uuid_of[rp]]))
-            for g in groups]
+        self.may_share = any(self._may_share(groups, isolate)
+                             for groups, _pos, _picks in lists)
+        columns = [set(map(operator.itemgetter(pos), self.picks))
+                   for pos in range(len(self.groups))]
+        used = set()
+        for group, column in zip(self.groups, columns):
+            used.update(column if group.same_provider
+                        else itertools.chain.from_iterable(column))
+        self.quoted = _quoted({rp: uuid_of[rp] for rp in used})
+        self.resources = combine.OnFirstUse(
+            lambda items: b'{"resources":%s}' % orjson.dumps(dict(items)))
+        # Per group: {pick: its allocations entry, b'' if none}, and
+        # {pick: its mappings entry}.
+        self.allocs = []
+        self.maps = []
+        quoted = self.quoted
+        for group, column in zip(self.groups, columns):
+            key = orjson.dumps(group.suffix)
+            if group.same_provider:
+                res = b':' + self.resources[tuple(group.amounts.items())]
+                self.allocs.append({rp: quoted[rp] + res if group.resources
+                                    else b'' for rp in column})
+                self.maps.append({rp: b'%s:[%s]' % (key, quoted[rp])
+                                  for rp in column})
+            else:
+                self.allocs.append({pick: self._alloc_entry(group, pick)
+                                    for pick in column})
+                self.maps.append({pick: b'%s:[%s]' % (key, b','.join(
+                    map(quoted.__getitem__, dict.fromkeys(pick))))
+                    for pick in column})
 
     @staticmethod
-    def _alloc_part(group, uuid_of):
-        return combine.OnFirstUse(
-            lambda rp: (uuid_of[rp], {'resources': group.amounts}))
+    def _may_share(groups, isolate):
+        """Whether two groups that allocate can pick one provider
+        (numbered groups under isolate cannot)."""
+        seen = {}
+        for g in groups:
+            if g.same_provider and not g.resources:
+                continue
+            mine = set()
+            for rps in g.by_anchor.values():
+                mine.update(rps if g.same_provider
+                            else itertools.chain.from_iterable(
+                                rps.values()))
+            for other, theirs in seen.items():
+                if isolate and g.same_provider and other.same_provider:
+                    continue
+                if not theirs.isdisjoint(mine):
+                    return True
+            seen[g] = mine
+        return False
 
-    def render(self, cand):
-        if not self.ok:
-            return None
-        picks = cand.picks
-        if len(set(picks)) != self.n:
-            return None
-        body = {'allocations': dict(map(operator.getitem, self.alloc_parts,
-                                        self.pick_res(picks)))}
+    @staticmethod
+    def _per_provider(group, pick):
+        """{rp: {rc: amount}} of one group's pick."""
+        if group.same_provider:
+            return {pick: group.amounts} if group.resources else {}
+        per_rp = {}
+        for rp, (rc, amount) in zip(pick, group.resources):
+            res = per_rp.setdefault(rp, {})
+            res[rc] = res.get(rc, 0) + amount
+        return per_rp
+
+    def _alloc_entry(self, group, pick):
+        return b','.join(
+            b'%s:%s' % (self.quoted[rp], self.resources[tuple(res.items())])
+            for rp, res in self._per_provider(group, pick).items())
+
+    def array(self):
+        """The candidates, as a JSON array (bytes)."""
+        if self.may_share:
+            return b'[%s]' % b','.join(map(self._one, self.picks))
+        # Column by column: each group's entries for all candidates, with
+        # commas between groups; then one join over the candidates' pieces,
+        # interleaved by zip (a 40,320 candidates answer is 37 MB: this is
+        # its only copy before the response's).
+        allocating = [pos for pos, group in enumerate(self.groups)
+                      if not group.same_provider or group.resources]
+        comma = itertools.repeat(b',')
+        opening = b'{"allocations":{'
+        pieces = [itertools.chain([b'[' + opening],
+                                  itertools.repeat(b',' + opening))]
+        pieces.extend(self._columns(self.allocs, allocating, comma))
         if self.with_mappings:
-            body['mappings'] = dict(map(operator.getitem, self.map_parts,
-                                        picks))
-        return body
+            pieces.append(itertools.repeat(b'},"mappings":{'))
+            pieces.extend(self._columns(self.maps, range(len(self.groups)),
+                                        comma))
+        pieces.append(itertools.repeat(b'}}'))
+        return b''.join(itertools.chain(
+            itertools.chain.from_iterable(zip(*pieces)), [b']']))
+
+    def _columns(self, entries, positions, comma):
+        """Iterables of the candidates' entries for the groups at
+        ``positions``, commas between them."""
+        out = []
+        for pos in positions:
+            if out:
+                out.append(comma)
+            out.append(map(entries[pos].__getitem__,
+                           map(operator.itemgetter(pos), self.picks)))
+        return out
+
+    def _one(self, picks):
+        """One candidate, which may use a provider for two groups."""
+        rps = []
+        for group, pick in zip(self.groups, picks):
+            if not group.same_provider:
+                rps.extend(dict.fromkeys(pick))
+            elif group.resources:
+                rps.append(pick)
+        if len(set(rps)) < len(rps):
+            allocations = self._summed(picks)
+        else:
+            allocations = b','.join(filter(None, map(
+                operator.getitem, self.allocs, picks)))
+        if not self.with_mappings:
+            return b'{"allocations":{%s}}' % allocations
+        return b'{"allocations":{%s},"mappings":{%s}}' % (
+            allocations, b','.join(map(operator.getitem, self.maps,
+                                       picks)))
+
+    def _summed(self, picks):
+        """Allocations where groups share a provider: amounts added up."""
+        total = {}
+        for group, pick in zip(self.groups, picks):
+            for rp, res in self._per_provider(group, pick).items():
+                have = total.setdefault(rp, {})
+                for rc, amount in res.items():
+                    have[rc] = have.get(rc, 0) + amount
+        return b','.join(
+            b'%s:%s' % (self.quoted[rp], self.resources[tuple(res.items())])
+            for rp, res in total.items())
 
 
 def _provider_summaries(cands, providers, groups, want, whole_trees):
@@ -216,7 +317,8 @@ def list_allocation_candidates(req):
         raise unknown_name(exc)
 
     body = {
-        'allocation_requests': _allocation_requests(cands, providers, want),
+        'allocation_requests': _allocation_requests(
+            cands, providers, want, wide.group_policy == 'isolate'),
         'provider_summaries': _provider_summaries(
             cands, providers, groups, want,
             whole_trees=nested_aware or not has_trees),

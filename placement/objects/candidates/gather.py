@@ -1045,8 +1045,11 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     tree involved, and whether any provider has a parent.
 
     Without randomization generation stops at ``limit`` (or
-    ``max_candidates``). With randomization, as upstream, up to
-    ``max_candidates`` are generated and ``limit`` of them sampled.
+    ``max_candidates``). With randomization and a limit, the search
+    explores every root in a random order and stops at ``limit``, a random
+    sample of the whole answer (upstream samples ``limit`` of up to
+    ``max_candidates`` generated); a flat world's answer is sampled.
+    Randomized without a limit, up to ``max_candidates`` are shuffled.
 
     A request a flat world could answer goes to flat_answer first when it
     wants every candidate or when flat_covers its cap; the search answers
@@ -1054,8 +1057,15 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     """
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
-    if wide.limit is not None and not randomize:
-        cap = wide.limit if cap is None else min(cap, wide.limit)
+    # Randomized and limited, the search explores in a random order
+    # (combine's rng) and stops at the limit: a random sample of the
+    # whole answer, drawn without generating the rest.
+    rng = random if randomize and wide.limit is not None else None
+    search_cap = cap
+    if wide.limit is not None:
+        search_cap = wide.limit if cap is None else min(cap, wide.limit)
+        if not randomize:
+            cap = search_cap
     if flat_shaped(groups, wide) and flat_covers(cap):
         answer = _flat_answer_unpinged(ctx, next(iter(groups.values())),
                                        wide)
@@ -1066,8 +1076,8 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
                 found = found[:cap]
                 providers = {c.sole: providers[c.sole] for c in found}
             return _randomized(found, wide, randomize), providers, False
-    return _search(ctx, groups, wide, cap, nested_aware, strategy,
-                   randomize)
+    return _search(ctx, groups, wide, search_cap, nested_aware, strategy,
+                   randomize, rng)
 
 
 def _flat_answer_unpinged(ctx, rg, wide):
@@ -1085,9 +1095,10 @@ def _flat_answer_unpinged(ctx, rg, wide):
 
 
 @db_api.reader_connection
-def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize):
+def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize,
+            rng=None):
     """Any world: gather windows of roots, combine depth first, stop at
-    ``cap`` candidates."""
+    ``cap`` candidates; with ``rng``, over all roots in a random order."""
     try:
         gatherer = Gatherer(ctx, groups, wide)
     except Empty:
@@ -1098,15 +1109,16 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize):
     if lo is None:
         return [], {}, has_trees
     hi += 1
-    step = (max(_MIN_WINDOW, _ROOTS_PER_CANDIDATE * cap) if cap is not None
-            else hi - lo)
+    step = (max(_MIN_WINDOW, _ROOTS_PER_CANDIDATE * cap)
+            if cap is not None and rng is None else hi - lo)
     found = []
     providers = {}
     seen = set()
     start = lo
     while start < hi and (cap is None or len(found) < cap):
         end = min(hi, start + step)
-        cgroups = gatherer.window(start, end, everything=cap is None)
+        cgroups = gatherer.window(start, end,
+                                  everything=cap is None or rng is not None)
         start = end
         step *= 4
         if cgroups is None:
@@ -1127,6 +1139,8 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize):
         # Trees are loaded in batches of anchors: with a limit, a few
         # anchors usually give enough candidates, so the rest of the
         # window's trees are never read.
+        if rng is not None:
+            rng.shuffle(anchors)
         batch = len(anchors)
         if cap is not None and strategy != 'breadth-first':
             batch = max(_MIN_BATCH, 2 * (cap - len(found)))
@@ -1140,7 +1154,7 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy, randomize):
                 same_subtrees=wide.same_subtrees,
                 one_provider_per_tree=not nested_aware and has_trees,
                 strategy=strategy, anchors=now, seen=seen,
-                shared_ids=gatherer.sharing)
+                shared_ids=gatherer.sharing, rng=rng)
             for cand in gen:
                 found.append(cand)
                 if cap is not None and len(found) >= cap:

@@ -260,3 +260,57 @@ def test_amounts_shared_between_candidates_are_never_changed():
     assert groups[0].amounts == {'VCPU': 1}
     assert groups[1].amounts == {'VCPU': 2}
     assert cb.allocated_providers(cands) == {1, 2}
+
+
+def test_random_order_explores_the_same_answer():
+    # rng changes the order only: exhausted, the same candidates.
+    import random
+    provs = wide_tree()
+    ordered = run(provs, wide_groups(4), isolate=True)
+    shuffled = run(provs, wide_groups(4), isolate=True,
+                   rng=random.Random(7))
+    assert alloc_set(shuffled) == alloc_set(ordered)
+    assert ([c.picks for c in shuffled] != [c.picks for c in ordered])
+    assert len(shuffled) == len(ordered) == 8 * 7 * 6 * 5
+
+
+def test_random_first_candidate_spreads_over_the_answer():
+    # limit=1 with randomize: the first candidate found is any of the
+    # 20,160 (each child as often in each group, within chance), never
+    # the deterministic first one every time.
+    import collections
+    import random
+    rng = random.Random(42)
+    provs = wide_tree()
+    per_group = [collections.Counter() for _ in range(6)]
+    firsts = set()
+    draws = 800
+    for _ in range(draws):
+        cand = run(provs, wide_groups(6), limit=1, isolate=True, rng=rng)[0]
+        firsts.add(cand.picks)
+        for pos, rp in enumerate(cand.picks):
+            per_group[pos][rp] += 1
+    assert len(firsts) > draws * 0.9     # 20,160 possible: few repeats
+    for counts in per_group:
+        assert set(counts) == set(range(10, 18))
+        # 100 expected per child; 5 sigma is about 47.
+        assert all(50 <= n <= 150 for n in counts.values()), counts
+
+
+def test_random_order_takes_anchors_round_robin():
+    # The first candidates come from distinct anchors, in random order.
+    import random
+    provs = world(*[P(i, str(i), None, i, inventory={'VCPU': inv(4)})
+                    for i in range(1, 9)])
+    for i in range(1, 9):
+        provs[10 * i] = P(10 * i, 'c%d' % i, i, i,
+                          inventory={'VCPU': inv(4)})
+    g = G('1', [('VCPU', 1)], {i: [i, 10 * i] for i in range(1, 9)})
+    rng = random.Random(3)
+    seen_first = set()
+    for _ in range(60):
+        first = run(provs, [g], limit=4, rng=rng)
+        roots = [provs[c.picks[0]].root_id for c in first]
+        assert len(set(roots)) == 4
+        seen_first.add(first[0].picks[0])
+    assert len(seen_first) > 8      # roots and children alike come first
