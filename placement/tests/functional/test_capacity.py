@@ -113,6 +113,7 @@ def test_report_equals_claims_until_full(seed):
         report = _get(app, '/ops/capacity?' + query)
         said = {t['root_provider_uuid']: t['fits'] for t in report['trees']}
         assert report['exact']
+        assert not any(t['shared'] for t in report['trees'])
         assert report['total'] == sum(said.values())
         claimed = {}
         for row in world.rps:
@@ -130,7 +131,7 @@ def test_report_equals_claims_until_full(seed):
 
 def test_numbered_groups_on_two_numa_nodes():
     """Isolated numbered groups on a tree: VCPU from either NUMA node,
-    memory from the root; the greedy count equals the claims here."""
+    memory from the root; counted exactly, as the claims find."""
     w = candidate_worlds.WorldBuilder()
     w.provider('cn')
     w.provider('numa0', parent='cn')
@@ -142,18 +143,35 @@ def test_numbered_groups_on_two_numa_nodes():
              '&group_policy=isolate')
     with gabbits.app_over_world(w) as app:
         report = _get(app, '/ops/capacity?' + query)
-        assert report['total'] == 5 and not report['exact']
+        assert report['total'] == 5 and report['exact']
         assert _claim_all(app, query, w.by_name['cn']['uuid'],
                           ('1', '2')) == 5
 
 
-def test_same_subtree_is_refused():
+def test_same_subtree_is_counted():
+    """Two groups in one subtree: only the NUMA node with both VCPU and
+    memory serves them; a VCPU node with the memory of a sibling does
+    not."""
     w = candidate_worlds.WorldBuilder()
+    w.provider('cn')
+    w.provider('numa0', parent='cn')
+    w.provider('numa1', parent='cn')
+    w.provider('mem', parent='cn')
+    w.inventory('numa0', 'VCPU', 8)
+    w.inventory('numa0', 'MEMORY_MB', 3)
+    w.inventory('numa1', 'VCPU', 8)
+    w.inventory('mem', 'MEMORY_MB', 100)
+    query = ('resources1=VCPU:1&resources2=MEMORY_MB:1'
+             '&group_policy=none&same_subtree=1,2')
     with gabbits.app_over_world(w) as app:
+        report = _get(app, '/ops/capacity?' + query)
+        assert report['total'] == 3 and report['exact']
+        without = _get(app, '/ops/capacity?' + query.replace(
+            '&same_subtree=1,2', ''))
+        assert without['total'] == 16
         resp = webob.Request.blank(
-            '/ops/capacity?resources1=VCPU:1&resources2=VCPU:1'
-            '&group_policy=none&same_subtree=1,2',
-            headers=H).get_response(app)
+            '/ops/capacity?resources1=VCPU:1&same_subtree=1,3'
+            '&group_policy=none', headers=H).get_response(app)
         assert resp.status_int == 400
         assert 'same_subtree' in resp.json['errors'][0]['detail']
 
