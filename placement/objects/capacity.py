@@ -1,32 +1,44 @@
 """Capacity report: how many more requests like a GET
-/allocation_candidates query fit now, per provider tree, summed per
-aggregate of the tree's root and overall.
+/allocation_candidates query fit now, per provider tree, per aggregate of
+the trees' roots and overall.
 
-Four statements read what the request needs (providers; inventories of
-the requested classes with usage; the providers' traits among those the
-request names; aggregate memberships); the counting is Python.
+What "fit" means: a copy of the request is one of its allocation
+candidates (what GET /allocation_candidates would offer, at the newest
+microversion); k copies fit when some k candidates, repeats allowed, can
+all be claimed together: for every provider and class, usage plus their
+amounts stays within ``(total - reserved) * allocation_ratio`` (min_unit,
+max_unit and step_size bind each candidate already). Claiming them one
+after another then never meets a 409, whatever the order.
 
-A provider serves an amount of a class when the amount is within min_unit
-and max_unit and a multiple of step_size; it has room for
-``max k: used + k * amount <= (total - reserved) * allocation_ratio``
-such amounts. Eligibility follows GET /allocation_candidates (see
-candidates/gather.py): a numbered group's provider holds the traits and is
-in the aggregates itself; for the unnumbered group a provider is in an
-aggregate when it or its root is, and traits count over the providers it
-uses; root_required/root_forbidden look at the root.
+* ``total``: the most copies that fit in the whole world together.
+* a tree's ``fits``: the most copies anchored in that tree (its own
+  providers, plus sharing providers, trait MISC_SHARES_VIA_AGGREGATE, in
+  an aggregate one of its providers is in) that fit, as if no other tree
+  took anything. ``shared: true`` when another tree can draw on the same
+  sharing provider: the figure is then "up to N" and the trees' figures
+  do not add up; ``total`` and the aggregates' figures count the shared
+  capacity once.
+* an aggregate's figure: the most copies anchored in the trees whose
+  root is in the aggregate, together.
+* ``exact``: the figure is proven. Not proven only when a tree has more
+  than MAX_PATTERNS candidates (counted over its first ones) or the
+  integer program runs past SOLVE_SECONDS (its best answer so far); both
+  are lower bounds: every counted copy really fits.
 
-Exact: a request of the unnumbered group alone, each class on one provider
-of the tree or required traits absent: copies take each class from any
-provider with room independently, so the count is, per class, the sum of
-the providers' room, and the least of those over the classes. With
-required traits and a class on several providers, traits are judged on
-every eligible provider of the tree together (may over-count).
-Approximated: requests with numbered groups. Copies are placed one
-assignment at a time, each group on the eligible provider with the most
-room left (several copies at once when an assignment repeats); every
-counted copy really fits, so the count is a lower bound.
-Not counted: resources of sharing providers reached through an aggregate
-(MISC_SHARES_VIA_AGGREGATE) from another tree.
+How: the unnumbered group alone, with no sharing provider holding a
+requested class, is counted in closed form from four statements
+(providers; inventories with usage; traits the request names, the
+sharing trait among them; aggregates): copies take each class from any
+eligible provider independently, so the count is, per class, the sum of
+the providers' room, and the least of those over the classes (20,000
+providers in well under 2 s). Everything else -- numbered groups under
+either group_policy, same_subtree, sharing providers, required traits of
+the unnumbered group spread over several providers -- is counted over
+the candidates themselves (candidates/gather.py and combine.py, the code
+behind GET /allocation_candidates) as an integer program: maximise the
+number of copies, each taking one candidate's amounts, within the room
+left per provider and class (``max_copies``). Trees linked through a
+sharing provider are solved together, each other tree alone.
 """
 import collections
 import math
@@ -291,8 +303,15 @@ def _patterns(ctx, groups, wide, roots):
     for anchor in anchors:
         pats = {}
         truncated = False
+        # Each anchor alone: combine() looks over every anchor of the
+        # groups it is given, which would make this loop quadratic.
+        mine = [combine.Group(g.suffix, g.resources,
+                              {anchor: g.by_anchor[anchor]}
+                              if anchor in g.by_anchor else {},
+                              required=g.required, forbidden=g.forbidden)
+                for g in cgroups]
         for cand in combine.combine(
-                providers, cgroups, isolate=isolate,
+                providers, mine, isolate=isolate,
                 same_subtrees=wide.same_subtrees, anchors=[anchor],
                 seen=set(), shared_ids=gatherer.sharing):
             if len(pats) >= MAX_PATTERNS:
@@ -358,7 +377,7 @@ def max_copies(patterns, room):
         options={'time_limit': SOLVE_SECONDS, 'mip_rel_gap': 0,
                  'presolve': True})
     if res.x is None:
-        return 0, False
+        return _greedy(kept, room), False
     counts = [int(round(x)) for x in res.x]
     used = collections.Counter()
     for n, pat in zip(counts, kept):
@@ -367,8 +386,10 @@ def max_copies(patterns, room):
     if any(used[key] > room[key] for key in used):
         # Rounding went over: keep what certainly fits.
         counts = [int(math.floor(x + 1e-9)) for x in res.x]
-        return sum(counts), False
-    return sum(counts), res.status == 0
+        return max(sum(counts), _greedy(kept, room)), False
+    if res.status != 0:
+        return max(sum(counts), _greedy(kept, room)), False
+    return sum(counts), True
 
 
 def _components(by_anchor):
@@ -394,6 +415,48 @@ def _components(by_anchor):
     for anchor in by_anchor:
         comps[find(anchor)].append(anchor)
     return list(comps.values())
+
+
+def _same_draw(by_anchor, anchors, fits, room):
+    """The most copies ``anchors`` take together when every candidate of
+    theirs draws the same amounts from the keys several of them use (the
+    usual case: one sharing pool): each tree's own figure, capped by what
+    the shared keys hold, ``min(sum of fits, room // amount)``. Exact: a
+    tree can always take fewer copies, and its other keys are its own.
+    None when the draws differ (the integer program decides)."""
+    users = collections.defaultdict(set)
+    for anchor in anchors:
+        for pat in by_anchor[anchor]:
+            for key in pat:
+                users[key].add(anchor)
+    shared = {key for key, who in users.items() if len(who) > 1}
+    draw = None
+    for anchor in anchors:
+        for pat in by_anchor[anchor]:
+            mine = {key: amount for key, amount in pat.items()
+                    if key in shared}
+            if draw is None:
+                draw = mine
+            elif mine != draw:
+                return None
+    if not draw:
+        return None
+    return min(sum(fits[a] for a in anchors),
+               min(room[key] // amount for key, amount in draw.items()))
+
+
+def _greedy(patterns, room):
+    """Copies that certainly fit: each pattern in turn as often as what
+    is left allows (a lower bound when the integer program gives up)."""
+    left = dict(room)
+    count = 0
+    for pat in patterns:
+        n = min(left.get(key, 0) // amount for key, amount in pat.items())
+        if n > 0:
+            count += n
+            for key, amount in pat.items():
+                left[key] -= n * amount
+    return count
 
 
 def _union(by_anchor, anchors):
@@ -474,6 +537,9 @@ def report(ctx, groups, wide):
         nonlocal all_exact
         if len(anchors) == 1:
             return fits[anchors[0]]
+        n = _same_draw(by_anchor, anchors, fits, room)
+        if n is not None:
+            return n
         n, proven = max_copies(_union(by_anchor, anchors), room)
         all_exact = all_exact and proven
         return n

@@ -132,7 +132,7 @@ QUERIES = [
     'resources1=VCPU:{v}&resources2=VCPU:{v}&group_policy=none',
     'resources1=VCPU:{v}&resources2=MEMORY_MB:{m},DISK_GB:{d}'
     '&group_policy=none',
-    'resources1=VCPU:{v}&resources2=MEMORY_MB:{m}&group_policy=isolate'
+    'resources1=VCPU:{v}&resources2=MEMORY_MB:{m}&group_policy=none'
     '&same_subtree=1,2',
     'resources=DISK_GB:{d}&resources1=VCPU:{v}&resources2=MEMORY_MB:{m}'
     '&required3=CUSTOM_NUMA&group_policy=none&same_subtree=1,2,3',
