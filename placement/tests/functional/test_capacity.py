@@ -209,6 +209,13 @@ def test_command_prints_table_and_json(tmp_path):
     w.provider('cn1')
     w.inventory('cn1', 'VCPU', 8)
     w.aggregate('cn1', AGG)
+    w.provider('cn2')
+    w.inventory('cn2', 'VCPU', 2)
+    w.provider('pool')
+    w.trait('pool', 'MISC_SHARES_VIA_AGGREGATE')
+    w.inventory('pool', 'DISK_GB', 30)
+    w.aggregate('pool', AGG)
+    w.aggregate('cn2', AGG)
     with gabbits.app_and_engine_over_world(w) as (_app, engine):
         conf_dir = tmp_path / 'etc'
         conf_dir.mkdir()
@@ -224,6 +231,20 @@ def test_command_prints_table_and_json(tmp_path):
                                       'resources=VCPU:3', '--json')
         doc = json.loads(result.stdout)
         assert doc['total'] == 2 and doc['aggregates'] == {AGG: 2}
+        # Trees competing for a sharing pool: "up to" in the table, the
+        # same figures and ``shared`` in JSON, the pool counted once.
+        result = test_commands.manage(conf_dir, 'capacity',
+                                      'resources=VCPU:1,DISK_GB:10')
+        assert result.returncode == 0, result.stderr
+        assert 'up to 3' in result.stdout and 'up to 2' in result.stdout
+        assert 'Total: 3 more fit (exact)' in result.stdout
+        doc = json.loads(test_commands.manage(
+            conf_dir, 'capacity', 'resources=VCPU:1,DISK_GB:10',
+            '--json').stdout)
+        assert doc['total'] == 3 and doc['exact']
+        assert [(t['name'], t['fits'], t['shared'])
+                for t in doc['trees']] == [('cn1', 3, True),
+                                           ('cn2', 2, True)]
         result = test_commands.manage(conf_dir, 'capacity',
                                       urllib.parse.quote('resources=VCPU'))
         assert result.returncode == 2
