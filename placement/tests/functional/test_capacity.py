@@ -195,13 +195,18 @@ def test_twenty_thousand_providers_quickly():
     with gabbits.app_over_world(_big_world(20000)):
         ctx = placement_context.admin_context()
         start = time.perf_counter()
+        cpu = time.process_time()
         report = capacity.report_for_query(
             ctx, 'resources=VCPU:4,MEMORY_MB:8192,DISK_GB:40')
+        cpu = time.process_time() - cpu
         elapsed = time.perf_counter() - start
     assert len(report['trees']) == 20000
     assert report['total'] == 20000 * 31
-    # Under 2 s measured; the bound leaves room for a busy test machine.
-    assert elapsed < 6, elapsed
+    # The service's own CPU: 0.7 s on SQLite, 1 s on MySQL measured. The
+    # wall clock (2.5 s to 5 s on a test machine at load 20 on 2 cores)
+    # gets a looser bound.
+    assert cpu < 2, cpu
+    assert elapsed < 15, elapsed
 
 
 def test_command_prints_table_and_json(tmp_path):
