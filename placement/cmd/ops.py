@@ -126,13 +126,23 @@ def _print_findings(findings):
         print(table)
 
 
+def _fits_text(tree):
+    """A tree's figure as the table shows it: "up to N" when it competes
+    with other trees for a sharing provider, "at least N" when unproven
+    (the JSON's ``shared`` and ``exact``)."""
+    if not tree['exact']:
+        return 'at least %d%s' % (tree['fits'],
+                                  ', shared' if tree.get('shared') else '')
+    return ('up to %d' if tree.get('shared') else '%d') % tree['fits']
+
+
 def _print_capacity(report):
     table = prettytable.PrettyTable(['Root provider', 'Name', 'Fits'])
     table.align = 'l'
     table.align['Fits'] = 'r'
     for tree in report['trees']:
         table.add_row([tree['root_provider_uuid'], tree['name'],
-                       tree['fits']])
+                       _fits_text(tree)])
     print(table)
     if report['aggregates']:
         table = prettytable.PrettyTable(['Aggregate', 'Fits'])
@@ -141,9 +151,12 @@ def _print_capacity(report):
         for agg, fits in sorted(report['aggregates'].items()):
             table.add_row([agg, fits])
         print(table)
+    if any(tree.get('shared') for tree in report['trees']):
+        print('"up to": trees competing for a sharing provider; each '
+              'figure ignores the others, the total does not.')
     print('Total: %d more fit (%s)' % (
         report['total'], 'exact' if report['exact'] else
-        'a lower bound: numbered groups are placed greedily'))
+        'a lower bound: the exact count was too costly here'))
 
 
 def _version(text):

@@ -1,32 +1,44 @@
 """Capacity report: how many more requests like a GET
-/allocation_candidates query fit now, per provider tree, summed per
-aggregate of the tree's root and overall.
+/allocation_candidates query fit now, per provider tree, per aggregate of
+the trees' roots and overall.
 
-Four statements read what the request needs (providers; inventories of
-the requested classes with usage; the providers' traits among those the
-request names; aggregate memberships); the counting is Python.
+What "fit" means: a copy of the request is one of its allocation
+candidates (what GET /allocation_candidates would offer, at the newest
+microversion); k copies fit when some k candidates, repeats allowed, can
+all be claimed together: for every provider and class, usage plus their
+amounts stays within ``(total - reserved) * allocation_ratio`` (min_unit,
+max_unit and step_size bind each candidate already). Claiming them one
+after another then never meets a 409, whatever the order.
 
-A provider serves an amount of a class when the amount is within min_unit
-and max_unit and a multiple of step_size; it has room for
-``max k: used + k * amount <= (total - reserved) * allocation_ratio``
-such amounts. Eligibility follows GET /allocation_candidates (see
-candidates/gather.py): a numbered group's provider holds the traits and is
-in the aggregates itself; for the unnumbered group a provider is in an
-aggregate when it or its root is, and traits count over the providers it
-uses; root_required/root_forbidden look at the root.
+* ``total``: the most copies that fit in the whole world together.
+* a tree's ``fits``: the most copies anchored in that tree (its own
+  providers, plus sharing providers, trait MISC_SHARES_VIA_AGGREGATE, in
+  an aggregate one of its providers is in) that fit, as if no other tree
+  took anything. ``shared: true`` when another tree can draw on the same
+  sharing provider: the figure is then "up to N" and the trees' figures
+  do not add up; ``total`` and the aggregates' figures count the shared
+  capacity once.
+* an aggregate's figure: the most copies anchored in the trees whose
+  root is in the aggregate, together.
+* ``exact``: the figure is proven. Not proven only when a tree has more
+  than MAX_PATTERNS candidates (counted over its first ones) or the
+  integer program runs past SOLVE_SECONDS (its best answer so far); both
+  are lower bounds: every counted copy really fits.
 
-Exact: a request of the unnumbered group alone, each class on one provider
-of the tree or required traits absent: copies take each class from any
-provider with room independently, so the count is, per class, the sum of
-the providers' room, and the least of those over the classes. With
-required traits and a class on several providers, traits are judged on
-every eligible provider of the tree together (may over-count).
-Approximated: requests with numbered groups. Copies are placed one
-assignment at a time, each group on the eligible provider with the most
-room left (several copies at once when an assignment repeats); every
-counted copy really fits, so the count is a lower bound.
-Not counted: resources of sharing providers reached through an aggregate
-(MISC_SHARES_VIA_AGGREGATE) from another tree.
+How: the unnumbered group alone, with no sharing provider holding a
+requested class, is counted in closed form from four statements
+(providers; inventories with usage; traits the request names, the
+sharing trait among them; aggregates): copies take each class from any
+eligible provider independently, so the count is, per class, the sum of
+the providers' room, and the least of those over the classes (20,000
+providers in well under 2 s). Everything else -- numbered groups under
+either group_policy, same_subtree, sharing providers, required traits of
+the unnumbered group spread over several providers -- is counted over
+the candidates themselves (candidates/gather.py and combine.py, the code
+behind GET /allocation_candidates) as an integer program: maximise the
+number of copies, each taking one candidate's amounts, within the room
+left per provider and class (``max_copies``). Trees linked through a
+sharing provider are solved together, each other tree alone.
 """
 import collections
 import math
@@ -36,6 +48,8 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects.candidates import combine
+from placement.objects.candidates import gather
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -85,8 +99,8 @@ class _Group:
 
 
 class _World:
-    def __init__(self, ctx, classes, trait_ids):
-        s = ctx.session
+    def __init__(self, conn, classes, trait_ids):
+        s = conn
         # fetchall (.all()): one driver call, not one per row.
         self.rps = {r[0]: r for r in s.execute(sa.select(
             _RP.c.id, _RP.c.uuid, _RP.c.name, _RP.c.root_provider_id)
@@ -206,95 +220,35 @@ class _Counter:
             else True
 
     def count(self, root, members):
-        """(copies that fit, exact?) for the tree of ``root``."""
-        if len(members) == 1 and self.simple:
-            return self._one_provider(root), True
+        """Copies that fit in the tree of ``root`` by the closed form, or
+        None when the tree needs the search over candidates (required
+        traits of the unnumbered group spread over several providers)."""
+        if len(members) == 1:
+            return self._one_provider(root)
         w = self.w
         rtraits = w.traits.get(root, set())
         if (not self.wide.root_required <= rtraits
                 or self.wide.root_forbidden & rtraits):
-            return 0, True
-        plain = None
-        numbered = []
-        for g in self.groups:
-            if g.numbered:
-                cands = [rp for rp in members
-                         if self._eligible(g, rp, root)]
-                if not cands:
-                    return 0, True
-                numbered.append((g, cands))
-            else:
-                plain = g
+            return 0
+        plain = self.plain
+        ok = [rp for rp in members if self._eligible(plain, rp, root)]
         per_class = {}
-        exact = True
-        if plain is not None:
-            ok = [rp for rp in members if self._eligible(plain, rp, root)]
-            for rc, amount in plain.resources.items():
-                per_class[rc] = [rp for rp in ok if (rp, rc) in w.inv
-                                 and w.inv[(rp, rc)].serves(amount)]
-                if not per_class[rc]:
-                    return 0, True
-            if plain.required:
-                used = set().union(*per_class.values())
-                traits = set().union(*(w.traits.get(rp, set())
-                                       for rp in used))
-                if not all(any_of & traits for any_of in plain.required):
-                    return 0, True
-                exact = all(len(rps) == 1 for rps in per_class.values())
-        if not numbered:
-            return min(sum(w.inv[(rp, rc)].room(amount)
-                           for rp in per_class[rc])
-                       for rc, amount in plain.resources.items()), exact
-        return self._greedy(numbered, plain, per_class), False
-
-    def _greedy(self, numbered, plain, per_class):
-        w = self.w
-        # Most constrained groups first.
-        numbered = sorted(numbered, key=lambda gc: len(gc[1]))
-        taken = collections.Counter()    # (rp, rc) -> used in this run
-        count = 0
-
-        def room(rp, rc, amount, extra):
-            # Units were checked when the providers were found eligible.
-            return _room_after(w.inv[(rp, rc)], amount,
-                               taken[(rp, rc)] + extra)
-
-        while True:
-            plan = collections.Counter()   # (rp, rc) -> amount per copy
-            used_rps = set()
-            for g, cands in numbered:
-                best, best_room = None, 0
-                for rp in cands:
-                    if self.isolate and rp in used_rps:
-                        continue
-                    r = min(room(rp, rc, amount, plan[(rp, rc)])
-                            for rc, amount in g.resources.items())
-                    if r > best_room:
-                        best, best_room = rp, r
-                if best is None:
-                    return count
-                used_rps.add(best)
-                for rc, amount in g.resources.items():
-                    plan[(best, rc)] += amount
-            if plain is not None:
-                for rc, amount in plain.resources.items():
-                    best, best_room = None, 0
-                    for rp in per_class[rc]:
-                        r = room(rp, rc, amount, plan[(rp, rc)])
-                        if r > best_room:
-                            best, best_room = rp, r
-                    if best is None:
-                        return count
-                    plan[(best, rc)] += amount
-            # How many times this very assignment still fits.
-            repeat = min(_room_after(w.inv[key], per_copy, taken[key])
-                         for key, per_copy in plan.items())
-            if repeat < 1:
-                return count
-            batch = max(1, repeat // 2)
-            for key, per_copy in plan.items():
-                taken[key] += per_copy * batch
-            count += batch
+        for rc, amount in plain.resources.items():
+            per_class[rc] = [rp for rp in ok if (rp, rc) in w.inv
+                             and w.inv[(rp, rc)].serves(amount)]
+            if not per_class[rc]:
+                return 0
+        if plain.required and any(len(rps) > 1
+                                  for rps in per_class.values()):
+            return None
+        if plain.required:
+            traits = set().union(*(w.traits.get(rp, set())
+                                   for rps in per_class.values()
+                                   for rp in rps))
+            if not all(any_of & traits for any_of in plain.required):
+                return 0
+        return min(sum(w.inv[(rp, rc)].room(amount) for rp in per_class[rc])
+                   for rc, amount in plain.resources.items())
 
 
 def _room_after(inv, amount, extra):
@@ -308,15 +262,217 @@ def _room_after(inv, amount, extra):
     return k
 
 
-@db_api.reader
+# A tree whose candidates outnumber this is counted over its first ones
+# only (a lower bound, ``exact: false``).
+MAX_PATTERNS = 2000
+# Seconds the integer program may take per question before its best
+# answer so far is taken (a lower bound, ``exact: false``).
+SOLVE_SECONDS = 2.0
+
+
+def _sharing_trait(ctx):
+    try:
+        return trait_obj.id_for_name(ctx, gather.SHARING_TRAIT)
+    except exception.TraitNotFound:
+        return None
+
+
+def _patterns(ctx, groups, wide, roots):
+    """{anchor root id: ([pattern], truncated)} and the room per (provider,
+    class name). A pattern is the allocation of one candidate, {(rp id,
+    class name): amount}; the candidates are GET /allocation_candidates'
+    own (gather + combine) at the newest microversion, per anchor (the
+    tree's root; a sharing provider serves every tree sharing one of its
+    aggregates). ``roots``: the anchors wanted, None for all."""
+    try:
+        gatherer = gather.Gatherer(ctx, groups, wide)
+    except gather.Empty:
+        return {}, {}
+    lo, hi = gatherer.id_range()
+    if lo is None:
+        return {}, {}
+    cgroups = gatherer.window(lo, hi + 1, everything=True)
+    if not cgroups:
+        return {}, {}
+    anchors = combine.viable_anchors(cgroups)
+    if roots is not None:
+        anchors = [a for a in anchors if a in roots]
+    providers = gatherer.providers(anchors, gatherer.sharing)
+    isolate = wide.group_policy == 'isolate'
+    out = {}
+    for anchor in anchors:
+        pats = {}
+        truncated = False
+        # Each anchor alone: combine() looks over every anchor of the
+        # groups it is given, which would make this loop quadratic.
+        mine = [combine.Group(g.suffix, g.resources,
+                              {anchor: g.by_anchor[anchor]}
+                              if anchor in g.by_anchor else {},
+                              required=g.required, forbidden=g.forbidden)
+                for g in cgroups]
+        for cand in combine.combine(
+                providers, mine, isolate=isolate,
+                same_subtrees=wide.same_subtrees, anchors=[anchor],
+                seen=set(), shared_ids=gatherer.sharing):
+            if len(pats) >= MAX_PATTERNS:
+                truncated = True
+                break
+            key = frozenset((rp, rc, amount)
+                            for rp, res in cand.allocations.items()
+                            for rc, amount in res.items())
+            pats.setdefault(key, {(rp, rc): amount
+                                  for rp, rc, amount in key})
+        if pats:
+            out[anchor] = (list(pats.values()), truncated)
+    room = {}
+    for rp, prov in providers.items():
+        for rc, (capacity, used, _max_unit) in prov.inventory.items():
+            room[(rp, rc)] = capacity - used
+    return out, room
+
+
+def max_copies(patterns, room):
+    """(most copies that fit together, proven?) when each copy takes one
+    of ``patterns`` ({key: amount}) and the copies' amounts per key must
+    stay within ``room`` ({key: amount}).
+
+    An integer program: maximise the sum of n_p, for each key the sum of
+    n_p * amount_p(key) at most room(key), n_p >= 0 integers. Solved
+    exactly by HiGHS (scipy.optimize.milp, zero gap) unless it runs out
+    of SOLVE_SECONDS, then its best feasible answer (not proven)."""
+    bounds = []
+    kept = []
+    for pat in patterns:
+        bound = min(room.get(key, 0) // amount
+                    for key, amount in pat.items())
+        if bound > 0:
+            kept.append(pat)
+            bounds.append(bound)
+    if not kept:
+        return 0, True
+    users = collections.Counter(key for pat in kept for key in pat)
+    if all(users[key] == 1 for pat in kept for key in pat):
+        # No two patterns draw on the same key: each goes its own way.
+        return sum(bounds), True
+    # Imported here: scipy takes most of a second to import and the
+    # common requests never need it.
+    import numpy
+    from scipy import optimize
+    from scipy import sparse
+    keys = {key: i for i, key in enumerate(users)}
+    rows, cols, vals = [], [], []
+    for col, pat in enumerate(kept):
+        for key, amount in pat.items():
+            rows.append(keys[key])
+            cols.append(col)
+            vals.append(amount)
+    matrix = sparse.csr_array((vals, (rows, cols)),
+                              shape=(len(keys), len(kept)))
+    limits = numpy.array([room[key] for key in keys], dtype=float)
+    res = optimize.milp(
+        c=-numpy.ones(len(kept)),
+        constraints=optimize.LinearConstraint(matrix, -numpy.inf, limits),
+        integrality=numpy.ones(len(kept)),
+        bounds=optimize.Bounds(0, numpy.array(bounds, dtype=float)),
+        options={'time_limit': SOLVE_SECONDS, 'mip_rel_gap': 0,
+                 'presolve': True})
+    if res.x is None:
+        return _greedy(kept, room), False
+    counts = [int(round(x)) for x in res.x]
+    used = collections.Counter()
+    for n, pat in zip(counts, kept):
+        for key, amount in pat.items():
+            used[key] += n * amount
+    if any(used[key] > room[key] for key in used):
+        # Rounding went over: keep what certainly fits.
+        counts = [int(math.floor(x + 1e-9)) for x in res.x]
+        return max(sum(counts), _greedy(kept, room)), False
+    if res.status != 0:
+        return max(sum(counts), _greedy(kept, room)), False
+    return sum(counts), True
+
+
+def _components(by_anchor):
+    """Anchors linked, directly or not, by a provider their patterns
+    share (a sharing provider): lists of anchors."""
+    parent = {a: a for a in by_anchor}
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    first = {}
+    for anchor, pats in by_anchor.items():
+        for pat in pats:
+            for rp, _rc in pat:
+                other = first.setdefault(rp, anchor)
+                ra, rb = find(anchor), find(other)
+                if ra != rb:
+                    parent[ra] = rb
+    comps = collections.defaultdict(list)
+    for anchor in by_anchor:
+        comps[find(anchor)].append(anchor)
+    return list(comps.values())
+
+
+def _same_draw(by_anchor, anchors, fits, room):
+    """The most copies ``anchors`` take together when every candidate of
+    theirs draws the same amounts from the keys several of them use (the
+    usual case: one sharing pool): each tree's own figure, capped by what
+    the shared keys hold, ``min(sum of fits, room // amount)``. Exact: a
+    tree can always take fewer copies, and its other keys are its own.
+    None when the draws differ (the integer program decides)."""
+    users = collections.defaultdict(set)
+    for anchor in anchors:
+        for pat in by_anchor[anchor]:
+            for key in pat:
+                users[key].add(anchor)
+    shared = {key for key, who in users.items() if len(who) > 1}
+    draw = None
+    for anchor in anchors:
+        for pat in by_anchor[anchor]:
+            mine = {key: amount for key, amount in pat.items()
+                    if key in shared}
+            if draw is None:
+                draw = mine
+            elif mine != draw:
+                return None
+    if not draw:
+        return None
+    return min(sum(fits[a] for a in anchors),
+               min(room[key] // amount for key, amount in draw.items()))
+
+
+def _greedy(patterns, room):
+    """Copies that certainly fit: each pattern in turn as often as what
+    is left allows (a lower bound when the integer program gives up)."""
+    left = dict(room)
+    count = 0
+    for pat in patterns:
+        n = min(left.get(key, 0) // amount for key, amount in pat.items())
+        if n > 0:
+            count += n
+            for key, amount in pat.items():
+                left[key] -= n * amount
+    return count
+
+
+def _union(by_anchor, anchors):
+    seen = {}
+    for anchor in anchors:
+        for pat in by_anchor[anchor]:
+            seen.setdefault(frozenset(pat.items()), pat)
+    return list(seen.values())
+
+
+@db_api.reader.connection
 def report(ctx, groups, wide):
     """The report for parsed request ``groups`` ({suffix: RequestGroup})
     and ``wide`` (RequestWide): {'trees': [...], 'aggregates': {uuid:
     fits}, 'total': n, 'exact': bool}. Raises ResourceClassNotFound or
     TraitNotFound for unknown names."""
-    if wide.same_subtrees:
-        raise exception.BadRequest(
-            'same_subtree is not supported by the capacity report.')
     resolved = [_Group(ctx, g) for g in groups.values()]
     wide_ids = collections.namedtuple('Wide', 'group_policy root_required '
                                       'root_forbidden')(
@@ -327,7 +483,10 @@ def report(ctx, groups, wide):
     trait_ids = set(wide_ids.root_required) | wide_ids.root_forbidden
     for g in resolved:
         trait_ids |= g.forbidden.union(*g.required)
-    world = _World(ctx, classes, trait_ids)
+    sharing_tid = _sharing_trait(ctx)
+    if sharing_tid is not None:
+        trait_ids.add(sharing_tid)
+    world = _World(ctx.connection, classes, trait_ids)
     in_tree_roots = {}
     for g in resolved:
         if g.in_tree:
@@ -335,22 +494,72 @@ def report(ctx, groups, wide):
             # An unknown in_tree provider matches no tree.
             in_tree_roots[g.suffix] = world.root(rp) if rp else None
     counter = _Counter(world, resolved, wide_ids, in_tree_roots)
-    trees = []
-    by_agg = collections.Counter()
+    # Providers sharing a requested class make trees compete for it.
+    sharing = sharing_tid is not None and any(
+        sharing_tid in world.traits.get(rp, ()) for rp, _rc in world.inv)
+
+    fits = {}               # root -> copies
+    exact = {}              # root -> proven
+    search_roots = None     # None: every tree through the search
+    if counter.simple and not sharing:
+        search_roots = set()
+        for root, members in world.trees.items():
+            n = counter.count(root, members)
+            if n is None:
+                search_roots.add(root)
+            elif n:
+                fits[root] = n
+                exact[root] = True
+    by_anchor = {}
+    room = {}
+    if search_roots is None or search_roots:
+        found, room = _patterns(ctx, groups, wide, search_roots)
+        for anchor, (pats, truncated) in found.items():
+            n, proven = max_copies(pats, room)
+            if n:
+                fits[anchor] = n
+                exact[anchor] = proven and not truncated
+                by_anchor[anchor] = pats
+
+    # Trees drawing on the same sharing provider compete: the figure of
+    # each is what it alone could take; their sum over-counts. What they
+    # take together is solved as one problem per linked set of trees.
+    shared = set()
+    groups_of = [[a] for a in fits if a not in by_anchor]
+    for comp in _components(by_anchor):
+        groups_of.append(comp)
+        if len(comp) > 1:
+            shared.update(comp)
     total = 0
-    exact = True
-    for root, members in world.trees.items():
-        fits, tree_exact = counter.count(root, members)
-        if not fits:
-            continue
-        exact = exact and tree_exact
+    all_exact = all(exact.values())
+
+    def together(anchors):
+        nonlocal all_exact
+        if len(anchors) == 1:
+            return fits[anchors[0]]
+        n = _same_draw(by_anchor, anchors, fits, room)
+        if n is not None:
+            return n
+        n, proven = max_copies(_union(by_anchor, anchors), room)
+        all_exact = all_exact and proven
+        return n
+
+    by_agg = collections.Counter()
+    for comp in groups_of:
+        total += together(comp)
+        aggs = collections.defaultdict(list)
+        for anchor in comp:
+            for agg in world.aggs.get(anchor, ()):
+                aggs[agg].append(anchor)
+        for agg, anchors in aggs.items():
+            by_agg[agg] += together(anchors)
+    trees = []
+    for root, n in fits.items():
         row = world.rps[root]
         trees.append({'root_provider_uuid': row[1], 'name': row[2],
-                      'fits': fits, 'exact': tree_exact})
-        total += fits
-        for agg in world.aggs.get(root, ()):
-            by_agg[agg] += fits
+                      'fits': n, 'exact': exact[root],
+                      'shared': root in shared})
     trees.sort(key=lambda t: (-t['fits'], t['name'] or '',
                               t['root_provider_uuid']))
     return {'trees': trees, 'aggregates': dict(sorted(by_agg.items())),
-            'total': total, 'exact': exact}
+            'total': total, 'exact': all_exact}

@@ -113,6 +113,7 @@ def test_report_equals_claims_until_full(seed):
         report = _get(app, '/ops/capacity?' + query)
         said = {t['root_provider_uuid']: t['fits'] for t in report['trees']}
         assert report['exact']
+        assert not any(t['shared'] for t in report['trees'])
         assert report['total'] == sum(said.values())
         claimed = {}
         for row in world.rps:
@@ -130,7 +131,7 @@ def test_report_equals_claims_until_full(seed):
 
 def test_numbered_groups_on_two_numa_nodes():
     """Isolated numbered groups on a tree: VCPU from either NUMA node,
-    memory from the root; the greedy count equals the claims here."""
+    memory from the root; counted exactly, as the claims find."""
     w = candidate_worlds.WorldBuilder()
     w.provider('cn')
     w.provider('numa0', parent='cn')
@@ -142,18 +143,35 @@ def test_numbered_groups_on_two_numa_nodes():
              '&group_policy=isolate')
     with gabbits.app_over_world(w) as app:
         report = _get(app, '/ops/capacity?' + query)
-        assert report['total'] == 5 and not report['exact']
+        assert report['total'] == 5 and report['exact']
         assert _claim_all(app, query, w.by_name['cn']['uuid'],
                           ('1', '2')) == 5
 
 
-def test_same_subtree_is_refused():
+def test_same_subtree_is_counted():
+    """Two groups in one subtree: only the NUMA node with both VCPU and
+    memory serves them; a VCPU node with the memory of a sibling does
+    not."""
     w = candidate_worlds.WorldBuilder()
+    w.provider('cn')
+    w.provider('numa0', parent='cn')
+    w.provider('numa1', parent='cn')
+    w.provider('mem', parent='cn')
+    w.inventory('numa0', 'VCPU', 8)
+    w.inventory('numa0', 'MEMORY_MB', 3)
+    w.inventory('numa1', 'VCPU', 8)
+    w.inventory('mem', 'MEMORY_MB', 100)
+    query = ('resources1=VCPU:1&resources2=MEMORY_MB:1'
+             '&group_policy=none&same_subtree=1,2')
     with gabbits.app_over_world(w) as app:
+        report = _get(app, '/ops/capacity?' + query)
+        assert report['total'] == 3 and report['exact']
+        without = _get(app, '/ops/capacity?' + query.replace(
+            '&same_subtree=1,2', ''))
+        assert without['total'] == 16
         resp = webob.Request.blank(
-            '/ops/capacity?resources1=VCPU:1&resources2=VCPU:1'
-            '&group_policy=none&same_subtree=1,2',
-            headers=H).get_response(app)
+            '/ops/capacity?resources1=VCPU:1&same_subtree=1,3'
+            '&group_policy=none', headers=H).get_response(app)
         assert resp.status_int == 400
         assert 'same_subtree' in resp.json['errors'][0]['detail']
 
@@ -177,13 +195,18 @@ def test_twenty_thousand_providers_quickly():
     with gabbits.app_over_world(_big_world(20000)):
         ctx = placement_context.admin_context()
         start = time.perf_counter()
+        cpu = time.process_time()
         report = capacity.report_for_query(
             ctx, 'resources=VCPU:4,MEMORY_MB:8192,DISK_GB:40')
+        cpu = time.process_time() - cpu
         elapsed = time.perf_counter() - start
     assert len(report['trees']) == 20000
     assert report['total'] == 20000 * 31
-    # Under 2 s measured; the bound leaves room for a busy test machine.
-    assert elapsed < 6, elapsed
+    # The service's own CPU: 0.7 s on SQLite, 1 s on MySQL measured. The
+    # wall clock (2.5 s to 5 s on a test machine at load 20 on 2 cores)
+    # gets a looser bound.
+    assert cpu < 2, cpu
+    assert elapsed < 15, elapsed
 
 
 def test_command_prints_table_and_json(tmp_path):
@@ -191,6 +214,13 @@ def test_command_prints_table_and_json(tmp_path):
     w.provider('cn1')
     w.inventory('cn1', 'VCPU', 8)
     w.aggregate('cn1', AGG)
+    w.provider('cn2')
+    w.inventory('cn2', 'VCPU', 2)
+    w.provider('pool')
+    w.trait('pool', 'MISC_SHARES_VIA_AGGREGATE')
+    w.inventory('pool', 'DISK_GB', 30)
+    w.aggregate('pool', AGG)
+    w.aggregate('cn2', AGG)
     with gabbits.app_and_engine_over_world(w) as (_app, engine):
         conf_dir = tmp_path / 'etc'
         conf_dir.mkdir()
@@ -206,6 +236,20 @@ def test_command_prints_table_and_json(tmp_path):
                                       'resources=VCPU:3', '--json')
         doc = json.loads(result.stdout)
         assert doc['total'] == 2 and doc['aggregates'] == {AGG: 2}
+        # Trees competing for a sharing pool: "up to" in the table, the
+        # same figures and ``shared`` in JSON, the pool counted once.
+        result = test_commands.manage(conf_dir, 'capacity',
+                                      'resources=VCPU:1,DISK_GB:10')
+        assert result.returncode == 0, result.stderr
+        assert 'up to 3' in result.stdout and 'up to 2' in result.stdout
+        assert 'Total: 3 more fit (exact)' in result.stdout
+        doc = json.loads(test_commands.manage(
+            conf_dir, 'capacity', 'resources=VCPU:1,DISK_GB:10',
+            '--json').stdout)
+        assert doc['total'] == 3 and doc['exact']
+        assert [(t['name'], t['fits'], t['shared'])
+                for t in doc['trees']] == [('cn1', 3, True),
+                                           ('cn2', 2, True)]
         result = test_commands.manage(conf_dir, 'capacity',
                                       urllib.parse.quote('resources=VCPU'))
         assert result.returncode == 2

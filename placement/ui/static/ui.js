@@ -653,6 +653,13 @@ async function runExplain(query) {
 
 // --- capacity -------------------------------------------------------------------
 
+// As placement-manage capacity prints it: "up to N" for trees competing
+// for a sharing provider, "at least N" where the count is not proven.
+function fitsText(t) {
+  if (!t.exact) return `at least ${t.fits}${t.shared ? ', shared' : ''}`;
+  return t.shared ? `up to ${t.fits}` : `${t.fits}`;
+}
+
 async function runCapacity(query) {
   const out = $('capacity-result');
   $('capacity-query').value = query;
@@ -676,7 +683,7 @@ async function runCapacity(query) {
           h('th', { class: 'num' }, 'Fits'))),
         h('tbody', {}, c.trees.map((t) => h('tr', {},
           h('td', {}, providerLink(t.root_provider_uuid)),
-          h('td', { class: 'num' }, t.fits)))))));
+          h('td', { class: 'num' }, fitsText(t))))))));
   } catch (err) {
     fail(out, err);
   }
