@@ -203,6 +203,20 @@ def _wanted_providers(writes):
         rp_uuid for w in writes for rp_uuid in w.allocations))
 
 
+def _lock_providers(ctx, rp_uuids):
+    """Row-lock the providers in id order (a fixed order: no deadlock
+    between two writers of the same providers). SQLite needs none: its
+    writers already run one at a time (BEGIN IMMEDIATE). On PostgreSQL
+    the next statement's snapshot then shows the previous holder's commit;
+    on MySQL this is the transaction's first statement when it can be,
+    so its snapshot is taken after the lock too."""
+    if not rp_uuids or ctx.session.get_bind().dialect.name == 'sqlite':
+        return
+    ctx.session.execute(
+        sa.select(_RP.c.id).where(_RP.c.uuid.in_(rp_uuids))
+        .order_by(_RP.c.id).with_for_update()).all()
+
+
 def _providers_by_uuid(ctx, writes):
     """Refuse the first provider uuid that does not exist (for the error
     path only: the write reads providers in _provider_state)."""
@@ -333,10 +347,15 @@ def apply_in_txn(ctx, writes, owners=None):
     ResourceClassNotFound, InvalidInventory (and subclasses), or
     ResourceProviderConcurrentUpdateDetected for the caller to retry.
 
-    Round trips for one new consumer on one provider: owners, consumers,
-    their current claims, providers with inventory and usage, then the
-    consumer, allocation and generation writes (seven statements).
+    Round trips for one new consumer on one provider: the provider lock
+    (not on SQLite), owners, consumers, their current claims, providers
+    with inventory and usage, then the consumer, allocation and generation
+    writes (eight statements).
     """
+    # 0. Wait here for the other writers of these providers to finish,
+    # so that what is read next is what they left and the generation CAS
+    # (still the guard) rarely fails: no work thrown away and redone.
+    _lock_providers(ctx, _wanted_providers(writes))
     if owners is None:
         owners = _owners_in_txn(ctx, writes)
     uuids = [w.uuid for w in writes]
