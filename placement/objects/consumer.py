@@ -129,12 +129,16 @@ def get_by_uuid(ctx, uuid):
 
 
 def get_many_in_txn(ctx, uuids):
-    """{uuid: Row} for the consumers that exist, in the caller's
-    transaction."""
+    """{uuid: Row(id, uuid, generation, consumer_type_id, project_id,
+    user_id)} for the consumers that exist, in the caller's transaction
+    (the allocation write: owner ids, no external ids, so no joins)."""
     if not uuids:
         return {}
     rows = ctx.session.execute(
-        consumer_select().where(_CONSUMER.c.uuid.in_(sorted(uuids))))
+        sa.select(_CONSUMER.c.id, _CONSUMER.c.uuid, _CONSUMER.c.generation,
+                  _CONSUMER.c.consumer_type_id, _CONSUMER.c.project_id,
+                  _CONSUMER.c.user_id)
+        .where(_CONSUMER.c.uuid.in_(sorted(uuids))))
     return {r.uuid: r for r in rows}
 
 
