@@ -21,6 +21,7 @@ from oslo_log import log as logging
 import sqlalchemy as sa
 
 from placement.db import api as db_api
+from placement.db import batch
 from placement.db import models
 from placement import errors
 from placement import exception
@@ -37,6 +38,7 @@ _RC = models.RC
 _CONSUMER = models.CONSUMER
 _PROJECT = models.PROJECT
 _USER = models.USER
+_CONSUMER_TYPE = models.CONSUMER_TYPE
 
 
 # --- errors (upstream's texts) ------------------------------------------
@@ -130,18 +132,47 @@ def resolve_owners(ctx, writes):
     return owners
 
 
-def _owners_in_txn(ctx, writes):
-    """The owners' ids read in the caller's transaction (no transaction of
-    their own: a write by a known project and user, the usual case, costs
-    one statement); _OwnersMissing when some must be created first."""
-    projects, users, types = consumer_obj.lookup_owner_ids(
-        ctx, [w.project_id for w in writes], [w.user_id for w in writes],
-        [w.consumer_type for w in writes if w.consumer_type])
-    for w in writes:
-        if (w.project_id not in projects or w.user_id not in users
-                or (w.consumer_type and w.consumer_type not in types)):
+def _read_consumers(ctx, writes, owners):
+    """The owners' ids (unless ``owners`` is given), the consumers and
+    their current allocations (with or without a consumer row), in one
+    round trip, in the caller's transaction: (owners, {uuid: consumer},
+    [allocation]). _OwnersMissing when a project, user or consumer type
+    must be created first."""
+    uuids = sorted({w.uuid for w in writes})
+    selects = {
+        'consumers': sa.select(
+            _CONSUMER.c.id, _CONSUMER.c.uuid, _CONSUMER.c.generation,
+            _CONSUMER.c.consumer_type_id, _CONSUMER.c.project_id,
+            _CONSUMER.c.user_id).where(_CONSUMER.c.uuid.in_(uuids)),
+        'current': sa.select(
+            _ALLOC.c.id, _ALLOC.c.consumer_id, _ALLOC.c.resource_provider_id,
+            _ALLOC.c.resource_class_id, _ALLOC.c.used)
+        .where(_ALLOC.c.consumer_id.in_(uuids)),
+    }
+    types = sorted({w.consumer_type for w in writes if w.consumer_type})
+    if owners is None:
+        selects['projects'] = sa.select(
+            _PROJECT.c.external_id, _PROJECT.c.id).where(
+            _PROJECT.c.external_id.in_(sorted({w.project_id
+                                               for w in writes})))
+        selects['users'] = sa.select(
+            _USER.c.external_id, _USER.c.id).where(
+            _USER.c.external_id.in_(sorted({w.user_id for w in writes})))
+        if types:
+            selects['types'] = sa.select(
+                _CONSUMER_TYPE.c.name, _CONSUMER_TYPE.c.id).where(
+                _CONSUMER_TYPE.c.name.in_(types))
+    found = batch.select_many(ctx, **selects)
+    if owners is None:
+        owners = _Owners(
+            {r.external_id: r.id for r in found['projects']},
+            {r.external_id: r.id for r in found['users']},
+            {r.name: r.id for r in found.get('types', ())})
+        if (any(w.project_id not in owners.project_ids
+                or w.user_id not in owners.user_ids for w in writes)
+                or any(t not in owners.type_ids for t in types)):
             raise _OwnersMissing()
-    return _Owners(projects, users, types)
+    return owners, {r.uuid: r for r in found['consumers']}, found['current']
 
 
 # --- the write ----------------------------------------------------------
@@ -348,28 +379,18 @@ def apply_in_txn(ctx, writes, owners=None):
     ResourceProviderConcurrentUpdateDetected for the caller to retry.
 
     Round trips for one new consumer on one provider: the provider lock
-    (not on SQLite), owners, consumers, their current claims, providers
-    with inventory and usage, then the consumer, allocation and generation
-    writes (eight statements).
+    (not on SQLite); owners, consumers and their current claims; providers
+    with inventory and usage; then the consumer, allocation and generation
+    writes (six statements; see doc/allocation-writes.rst).
     """
     # 0. Wait here for the other writers of these providers to finish,
     # so that what is read next is what they left and the generation CAS
     # (still the guard) rarely fails: no work thrown away and redone.
     _lock_providers(ctx, _wanted_providers(writes))
-    if owners is None:
-        owners = _owners_in_txn(ctx, writes)
-    uuids = [w.uuid for w in writes]
-
-    # 1. Consumers, and the client's view of their generations.
-    consumers = consumer_obj.get_many_in_txn(ctx, uuids)
+    # 1. Owners, consumers and what they hold now, in one round trip;
+    # the client's view of the consumer generations is checked first.
+    owners, consumers, current = _read_consumers(ctx, writes, owners)
     _check_consumer_generations(writes, consumers)
-
-    # 2. What the consumers hold now (with or without a consumer row).
-    current = ctx.session.execute(
-        sa.select(_ALLOC.c.id, _ALLOC.c.consumer_id,
-                  _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id,
-                  _ALLOC.c.used)
-        .where(_ALLOC.c.consumer_id.in_(sorted(uuids)))).all()
 
     # 3. Classes (cached), then providers with their generations,
     # inventories and usage. A consumer whose set is emptied contributes

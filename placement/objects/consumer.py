@@ -128,20 +128,6 @@ def get_by_uuid(ctx, uuid):
     return row
 
 
-def get_many_in_txn(ctx, uuids):
-    """{uuid: Row(id, uuid, generation, consumer_type_id, project_id,
-    user_id)} for the consumers that exist, in the caller's transaction
-    (the allocation write: owner ids, no external ids, so no joins)."""
-    if not uuids:
-        return {}
-    rows = ctx.session.execute(
-        sa.select(_CONSUMER.c.id, _CONSUMER.c.uuid, _CONSUMER.c.generation,
-                  _CONSUMER.c.consumer_type_id, _CONSUMER.c.project_id,
-                  _CONSUMER.c.user_id)
-        .where(_CONSUMER.c.uuid.in_(sorted(uuids))))
-    return {r.uuid: r for r in rows}
-
-
 def create_in_txn(ctx, uuid, project_id, user_id, consumer_type_id,
                   generation=0):
     """Insert a consumer in the caller's transaction; its id.

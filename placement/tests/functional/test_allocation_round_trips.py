@@ -49,10 +49,10 @@ def test_statements_per_put():
             replace = len(statements)
         finally:
             sa.event.remove(engine, 'before_cursor_execute', record)
-    # Lock (not on SQLite), owners, consumer, its claims, providers with
+    # Lock (not on SQLite); owners, consumer and its claims; providers with
     # inventory and usage; insert consumer, insert claims, provider
     # generation. A replacement deletes instead of inserting the consumer
     # and bumps the consumer generation too.
     lock = 0 if test_db.backend() == 'sqlite' else 1
-    assert new == 7 + lock, statements
-    assert replace == 8 + lock
+    assert new == 5 + lock, statements
+    assert replace == 6 + lock
