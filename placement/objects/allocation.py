@@ -392,7 +392,7 @@ def apply_in_txn(ctx, writes, owners=None):
     owners, consumers, current = _read_consumers(ctx, writes, owners)
     _check_consumer_generations(writes, consumers)
 
-    # 3. Classes (cached), then providers with their generations,
+    # 2. Classes (cached), then providers with their generations,
     # inventories and usage. A consumer whose set is emptied contributes
     # its current (provider, class) pairs with amount 0, so those
     # providers' generations move too, as upstream does.
@@ -429,7 +429,7 @@ def apply_in_txn(ctx, writes, owners=None):
             for name, amount in resources.items():
                 items.append((rp, rc_ids[name], amount))
 
-    # 4. Unit rules and capacity, against the usage of everyone but the
+    # 3. Unit rules and capacity, against the usage of everyone but the
     # writing consumers (their current claims are being replaced).
     if items:
         usage = dict(state.usage)
@@ -440,7 +440,7 @@ def apply_in_txn(ctx, writes, owners=None):
         _check_capacity(items, rc_names, state.inventories, usage,
                         state.usage if current else usage)
 
-    # 5. Consumers: create the new ones (at the generation this write
+    # 4. Consumers: create the new ones (at the generation this write
     # gives them), update owner and type of the rest.
     now = models._now()
     to_bump = []
@@ -462,12 +462,12 @@ def apply_in_txn(ctx, writes, owners=None):
         if changes:
             consumer_obj.update_in_txn(ctx, row.id, **changes)
 
-    # 6. Out with the old (by primary key: no gap locks on MySQL).
+    # 5. Out with the old (by primary key: no gap locks on MySQL).
     if current:
         ctx.session.execute(_ALLOC.delete().where(
             _ALLOC.c.id.in_(sorted(c.id for c in current))))
 
-    # 7. In with the new.
+    # 6. In with the new.
     rows = []
     for w in writes:
         for rp_uuid, resources in w.allocations.items():
@@ -480,7 +480,7 @@ def apply_in_txn(ctx, writes, owners=None):
     if rows:
         ctx.session.execute(_ALLOC.insert(), rows)
 
-    # 8. Generations: every touched provider, in id order (a writer that
+    # 7. Generations: every touched provider, in id order (a writer that
     # raced us on one of them fails here and retries), then the existing
     # consumers.
     touched = {rp.id: rp for rp, _rc, _n in items}
@@ -492,7 +492,7 @@ def apply_in_txn(ctx, writes, owners=None):
     for consumer_id, generation in to_bump:
         consumer_obj.increment_generation(ctx, consumer_id, generation)
 
-    # 9. Consumers left with nothing are removed.
+    # 8. Consumers left with nothing are removed.
     if emptied:
         consumer_obj.delete_if_no_allocations(ctx, emptied)
     return new_generations
