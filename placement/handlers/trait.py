@@ -197,7 +197,7 @@ def _update_traits_for_resource_provider(req):
         raise util.http_error(
             webob.exc.HTTPBadRequest,
             'No such trait %s' % ', '.join(unknown))
-    new_generation = trait_obj.set_for_provider(
+    new_generation = rp_obj.set_traits(
         ctx, rp.id, rp.generation, [row.id for row in rows])
     names, last_modified = _serialize(rows)
     return util.json_response(
@@ -213,5 +213,5 @@ def delete_traits_for_resource_provider(req):
     ctx.can(policies.RP_TRAIT_DELETE)
     uuid = util.wsgi_path_item(req.environ, 'uuid')
     rp = rp_obj.get_by_uuid(ctx, uuid)
-    trait_obj.set_for_provider(ctx, rp.id, rp.generation, [])
+    rp_obj.set_traits(ctx, rp.id, rp.generation, [])
     return util.no_content(req)

@@ -21,6 +21,7 @@ from oslo_log import log as logging
 import sqlalchemy as sa
 
 from placement.db import api as db_api
+from placement.db import batch
 from placement.db import models
 from placement import errors
 from placement import exception
@@ -37,6 +38,7 @@ _RC = models.RC
 _CONSUMER = models.CONSUMER
 _PROJECT = models.PROJECT
 _USER = models.USER
+_CONSUMER_TYPE = models.CONSUMER_TYPE
 
 
 # --- errors (upstream's texts) ------------------------------------------
@@ -102,6 +104,12 @@ class _Owners:
     type_ids: dict
 
 
+class _OwnersMissing(Exception):
+    """Some project, user or consumer type the writes name has no row yet:
+    they are created outside the allocation transaction, which is then run
+    again."""
+
+
 def resolve_owners(ctx, writes):
     """Ids of the projects, users and consumer types the writes name; the
     missing ones are created (each in its own short transaction, before the
@@ -124,6 +132,49 @@ def resolve_owners(ctx, writes):
     return owners
 
 
+def _read_consumers(ctx, writes, owners):
+    """The owners' ids (unless ``owners`` is given), the consumers and
+    their current allocations (with or without a consumer row), in one
+    round trip, in the caller's transaction: (owners, {uuid: consumer},
+    [allocation]). _OwnersMissing when a project, user or consumer type
+    must be created first."""
+    uuids = sorted({w.uuid for w in writes})
+    selects = {
+        'consumers': sa.select(
+            _CONSUMER.c.id, _CONSUMER.c.uuid, _CONSUMER.c.generation,
+            _CONSUMER.c.consumer_type_id, _CONSUMER.c.project_id,
+            _CONSUMER.c.user_id).where(_CONSUMER.c.uuid.in_(uuids)),
+        'current': sa.select(
+            _ALLOC.c.id, _ALLOC.c.consumer_id, _ALLOC.c.resource_provider_id,
+            _ALLOC.c.resource_class_id, _ALLOC.c.used)
+        .where(_ALLOC.c.consumer_id.in_(uuids)),
+    }
+    types = sorted({w.consumer_type for w in writes if w.consumer_type})
+    if owners is None:
+        selects['projects'] = sa.select(
+            _PROJECT.c.external_id, _PROJECT.c.id).where(
+            _PROJECT.c.external_id.in_(sorted({w.project_id
+                                               for w in writes})))
+        selects['users'] = sa.select(
+            _USER.c.external_id, _USER.c.id).where(
+            _USER.c.external_id.in_(sorted({w.user_id for w in writes})))
+        if types:
+            selects['types'] = sa.select(
+                _CONSUMER_TYPE.c.name, _CONSUMER_TYPE.c.id).where(
+                _CONSUMER_TYPE.c.name.in_(types))
+    found = batch.select_many(ctx, **selects)
+    if owners is None:
+        owners = _Owners(
+            {r.external_id: r.id for r in found['projects']},
+            {r.external_id: r.id for r in found['users']},
+            {r.name: r.id for r in found.get('types', ())})
+        if (any(w.project_id not in owners.project_ids
+                or w.user_id not in owners.user_ids for w in writes)
+                or any(t not in owners.type_ids for t in types)):
+            raise _OwnersMissing()
+    return owners, {r.uuid: r for r in found['consumers']}, found['current']
+
+
 # --- the write ----------------------------------------------------------
 
 def replace_all(ctx, writes):
@@ -133,11 +184,18 @@ def replace_all(ctx, writes):
     a deadlock or a consumer created concurrently), then gives up with
     ResourceProviderConcurrentUpdateDetected.
     """
-    owners = resolve_owners(ctx, writes)
+    owners = None
     attempts = max(1, ctx.config.placement.allocation_conflict_retry_count)
-    for attempt in range(1, attempts + 1):
+    attempt = 0
+    while attempt < attempts:
+        attempt += 1
         try:
             return _replace_all_txn(ctx, writes, owners)
+        except _OwnersMissing:
+            # Not a conflict: make the missing rows, and the write again
+            # (with every owner known, this cannot happen twice).
+            owners = resolve_owners(ctx, writes)
+            attempt -= 1
         except (exception.ResourceProviderConcurrentUpdateDetected,
                 db_exc.DBDeadlock, db_exc.DBDuplicateEntry) as exc:
             db_api.note_deadlock(exc, 'allocations write')
@@ -171,80 +229,102 @@ def _check_consumer_generations(writes, consumers):
                 expected=row.generation, got=w.generation)
 
 
+def _wanted_providers(writes):
+    """The provider uuids the writes name, in request order."""
+    return list(dict.fromkeys(
+        rp_uuid for w in writes for rp_uuid in w.allocations))
+
+
+def _lock_providers(ctx, rp_uuids):
+    """Row-lock the providers in id order (a fixed order: no deadlock
+    between two writers of the same providers). SQLite needs none: its
+    writers already run one at a time (BEGIN IMMEDIATE). On PostgreSQL
+    the next statement's snapshot then shows the previous holder's commit;
+    on MySQL this is the transaction's first statement when it can be,
+    so its snapshot is taken after the lock too."""
+    if not rp_uuids or ctx.session.get_bind().dialect.name == 'sqlite':
+        return
+    ctx.session.execute(
+        sa.select(_RP.c.id).where(_RP.c.uuid.in_(rp_uuids))
+        .order_by(_RP.c.id).with_for_update()).all()
+
+
 def _providers_by_uuid(ctx, writes):
-    wanted = []
-    for w in writes:
-        for rp_uuid in w.allocations:
-            if rp_uuid not in wanted:
-                wanted.append(rp_uuid)
+    """Refuse the first provider uuid that does not exist (for the error
+    path only: the write reads providers in _provider_state)."""
+    wanted = _wanted_providers(writes)
     if not wanted:
-        return {}
-    rows = ctx.session.execute(
-        sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
-        .where(_RP.c.uuid.in_(wanted)))
-    found = {r.uuid: r for r in rows}
+        return
+    found = {r[0] for r in ctx.session.execute(
+        sa.select(_RP.c.uuid).where(_RP.c.uuid.in_(wanted)))}
     for rp_uuid in wanted:
         if rp_uuid not in found:
             raise AllocationProviderNotFound(uuid=rp_uuid)
-    return found
 
 
 def _class_ids(ctx, writes):
     """{name: id} of the classes named (from the shared name/id cache);
     ResourceClassNotFound for unknown ones."""
-    names = []
-    for w in writes:
-        for resources in w.allocations.values():
-            for name in resources:
-                if name not in names:
-                    names.append(name)
+    names = list(dict.fromkeys(
+        name for w in writes for resources in w.allocations.values()
+        for name in resources))
     if not names:
         return {}
     return rc_obj.ids_for_names(ctx, names)
 
 
-def _usage(ctx, rp_ids, rc_ids):
-    """{(rp_id, rc_id): used} for the given providers and classes."""
-    if not rp_ids or not rc_ids:
-        return {}
+@dataclasses.dataclass
+class _ProviderState:
+    """What the capacity check needs, read in one statement (so on every
+    database the usage is the one of the generations read with it)."""
+    providers: dict      # uuid -> Row(id, uuid, generation)
+    inventories: dict    # (rp_id, rc_id) -> Row(total, reserved, ...)
+    usage: dict          # (rp_id, rc_id) -> used, this write's consumers
+                         # still included
+
+
+def _provider_state(ctx, rp_uuids, rp_ids, rc_ids):
+    """Providers named by uuid or id with their generations, their
+    inventories of ``rc_ids`` and the usage of each, in one round trip."""
+    used = (sa.select(sa.func.coalesce(sa.func.sum(_ALLOC.c.used), 0))
+            .where(_ALLOC.c.resource_provider_id == _RP.c.id,
+                   _ALLOC.c.resource_class_id == _INV.c.resource_class_id)
+            .scalar_subquery())
+    which = []
+    if rp_uuids:
+        which.append(_RP.c.uuid.in_(rp_uuids))
+    if rp_ids:
+        which.append(_RP.c.id.in_(sorted(rp_ids)))
     rows = ctx.session.execute(
-        sa.select(_ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id,
-                  sa.func.sum(_ALLOC.c.used).label('used'))
-        .where(_ALLOC.c.resource_provider_id.in_(sorted(rp_ids)))
-        .where(_ALLOC.c.resource_class_id.in_(sorted(rc_ids)))
-        .group_by(_ALLOC.c.resource_provider_id,
-                  _ALLOC.c.resource_class_id))
-    return {(r[0], r[1]): int(r[2] or 0) for r in rows}
+        sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation,
+                  _INV.c.resource_class_id, _INV.c.total, _INV.c.reserved,
+                  _INV.c.min_unit, _INV.c.max_unit, _INV.c.step_size,
+                  _INV.c.allocation_ratio, used.label('used'))
+        .select_from(_RP.outerjoin(_INV, sa.and_(
+            _INV.c.resource_provider_id == _RP.c.id,
+            _INV.c.resource_class_id.in_(sorted(rc_ids)))))
+        .where(sa.or_(*which))).all()
+    state = _ProviderState({}, {}, {})
+    for r in rows:
+        state.providers.setdefault(r.uuid, r)
+        if r.resource_class_id is not None:
+            key = (r.id, r.resource_class_id)
+            state.inventories[key] = r
+            state.usage[key] = int(r.used or 0)
+    return state
 
 
-def _inventories(ctx, rp_ids, rc_ids):
-    if not rp_ids or not rc_ids:
-        return {}
-    rows = ctx.session.execute(
-        sa.select(_INV.c.resource_provider_id, _INV.c.resource_class_id,
-                  _INV.c.total, _INV.c.reserved, _INV.c.min_unit,
-                  _INV.c.max_unit, _INV.c.step_size,
-                  _INV.c.allocation_ratio)
-        .where(_INV.c.resource_provider_id.in_(sorted(rp_ids)))
-        .where(_INV.c.resource_class_id.in_(sorted(rc_ids))))
-    return {(r.resource_provider_id, r.resource_class_id): r for r in rows}
-
-
-def _check_capacity(ctx, items, rc_names, prev_usage):
+def _check_capacity(items, rc_names, inventories, usage, prev_usage):
     """Refuse items that break an inventory's unit rules or capacity.
 
     ``items`` is [(rp_row, rc_id, amount)] in request order; amount 0 marks
-    a class being emptied. Capacity is (total - reserved) * ratio; a write
+    a class being emptied. ``usage`` is what others hold (the writing
+    consumers' current claims taken out), ``prev_usage`` what all held
+    before this write. Capacity is (total - reserved) * ratio; a write
     that leaves a provider over capacity is still allowed when it makes the
     overage no worse than before (as upstream allows).
     """
-    rp_ids = {rp.id for rp, _rc, _n in items}
     rc_ids = {rc for _rp, rc, _n in items}
-    inventories = _inventories(ctx, rp_ids, rc_ids)
-    usage = _usage(ctx, rp_ids, rc_ids)
-    if prev_usage is None:
-        prev_usage = usage
-
     with_inventory = {rp_id for rp_id, _rc in inventories}
     missing = sorted({rp.uuid for rp, _rc, _n in items
                       if rp.id not in with_inventory})
@@ -290,87 +370,91 @@ def _check_capacity(ctx, items, rc_names, prev_usage):
                 resource_class=name, resource_provider=rp.uuid)
 
 
-def apply_in_txn(ctx, writes, owners=None, provider_rows=None):
+def apply_in_txn(ctx, writes, owners=None):
     """The allocation write, inside the caller's writer transaction.
 
-    ``provider_rows`` ({uuid: row with id, uuid, generation}) lets a caller
-    that already bumped some generations in this transaction (the reshaper)
-    pass the generations it expects now. Raises ConsumerGeneration-
-    Conflict, AllocationProviderNotFound, ResourceClassNotFound,
-    InvalidInventory (and subclasses), or ResourceProviderConcurrent-
-    UpdateDetected for the caller to retry.
-    """
-    if owners is None:
-        owners = resolve_owners(ctx, writes)
-    uuids = [w.uuid for w in writes]
+    ``owners`` (from resolve_owners) when the caller made sure they
+    exist; else they are read here and _OwnersMissing is raised when some
+    are not. Raises ConsumerGenerationConflict, AllocationProviderNotFound,
+    ResourceClassNotFound, InvalidInventory (and subclasses), or
+    ResourceProviderConcurrentUpdateDetected for the caller to retry.
 
-    # 1. Consumers, and the client's view of their generations.
-    consumers = consumer_obj.get_many_in_txn(ctx, uuids)
+    Round trips for one new consumer on one provider: the provider lock
+    (not on SQLite); owners, consumers and their current claims; providers
+    with inventory and usage; then the consumer, allocation and generation
+    writes (six statements; see doc/allocation-writes.rst).
+    """
+    # 0. Wait here for the other writers of these providers to finish,
+    # so that what is read next is what they left and the generation CAS
+    # (still the guard) rarely fails: no work thrown away and redone.
+    _lock_providers(ctx, _wanted_providers(writes))
+    # 1. Owners, consumers and what they hold now, in one round trip;
+    # the client's view of the consumer generations is checked first.
+    owners, consumers, current = _read_consumers(ctx, writes, owners)
     _check_consumer_generations(writes, consumers)
 
-    # 2. Providers (their generations read before any usage) and classes.
-    providers = _providers_by_uuid(ctx, writes)
-    if provider_rows:
-        providers.update({u: r for u, r in provider_rows.items()
-                          if u in providers})
-    rc_ids = _class_ids(ctx, writes)
+    # 2. Classes (cached), then providers with their generations,
+    # inventories and usage. A consumer whose set is emptied contributes
+    # its current (provider, class) pairs with amount 0, so those
+    # providers' generations move too, as upstream does.
+    try:
+        rc_ids = _class_ids(ctx, writes)
+    except exception.ResourceClassNotFound:
+        _providers_by_uuid(ctx, writes)   # an unknown provider says so first
+        raise
     rc_names = {v: k for k, v in rc_ids.items()}
-
-    # 3. What the consumers hold now.
-    current = ctx.session.execute(
-        sa.select(_ALLOC.c.id, _ALLOC.c.consumer_id,
-                  _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id)
-        .where(_ALLOC.c.consumer_id.in_(sorted(uuids)))).all()
-
-    # Items to check, in request order; a consumer whose set is emptied
-    # contributes its current (provider, class) pairs with amount 0, so
-    # those providers' generations move too, as upstream does.
-    items = []
     emptied = [w.uuid for w in writes if not w.allocations]
-    if emptied:
-        pairs = [(c.resource_provider_id, c.resource_class_id)
-                 for c in current if c.consumer_id in emptied]
-        if pairs:
-            rp_ids = sorted({p[0] for p in pairs})
-            rows = ctx.session.execute(
-                sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
-                .where(_RP.c.id.in_(rp_ids)))
-            by_id = {r.id: r for r in rows}
-            for r in by_id.values():
-                providers.setdefault(r.uuid, r)
-            by_id = {r.id: r for r in providers.values()}
-            rc_names.update(rc_obj.names_for_ids(
-                ctx, sorted({p[1] for p in pairs})))
-            for rp_id, rc_id in pairs:
-                items.append((by_id[rp_id], rc_id, 0))
+    pairs = [(c.resource_provider_id, c.resource_class_id)
+             for c in current if c.consumer_id in emptied]
+    if pairs:
+        rc_names.update(rc_obj.names_for_ids(
+            ctx, sorted({p[1] for p in pairs})))
+    wanted = _wanted_providers(writes)
+    if not wanted and not pairs:
+        state = _ProviderState({}, {}, {})
+    else:
+        state = _provider_state(ctx, wanted, {p[0] for p in pairs},
+                                set(rc_names))
+    providers = state.providers
+    for rp_uuid in wanted:
+        if rp_uuid not in providers:
+            raise AllocationProviderNotFound(uuid=rp_uuid)
+
+    items = []
+    if pairs:
+        by_id = {r.id: r for r in providers.values()}
+        items.extend((by_id[rp_id], rc_id, 0) for rp_id, rc_id in pairs)
     for w in writes:
         for rp_uuid, resources in w.allocations.items():
             rp = providers[rp_uuid]
             for name, amount in resources.items():
                 items.append((rp, rc_ids[name], amount))
 
-    # 4. Usage before this write, for the "no worse than before" rule
-    # (only needed when the write removes claims; otherwise it is the usage
-    # the capacity check reads anyway).
-    prev_usage = None
-    if current:
-        prev_usage = _usage(ctx, {rp.id for rp, _rc, _n in items},
-                            {rc for _rp, rc, _n in items})
+    # 3. Unit rules and capacity, against the usage of everyone but the
+    # writing consumers (their current claims are being replaced).
+    if items:
+        usage = dict(state.usage)
+        for c in current:
+            key = (c.resource_provider_id, c.resource_class_id)
+            if key in usage:
+                usage[key] -= c.used
+        _check_capacity(items, rc_names, state.inventories, usage,
+                        state.usage if current else usage)
 
-    # 5. Consumers: create the new ones, update owner and type of the rest.
+    # 4. Consumers: create the new ones (at the generation this write
+    # gives them), update owner and type of the rest.
     now = models._now()
-    consumer_gens = {}
+    to_bump = []
     for w in writes:
         project_id = owners.project_ids[w.project_id]
         user_id = owners.user_ids[w.user_id]
         type_id = owners.type_ids.get(w.consumer_type)
         row = consumers.get(w.uuid)
         if row is None:
-            cid = consumer_obj.create_in_txn(
-                ctx, w.uuid, project_id, user_id, type_id)
-            consumer_gens[w.uuid] = (cid, 0)
+            consumer_obj.create_in_txn(
+                ctx, w.uuid, project_id, user_id, type_id, generation=1)
             continue
-        consumer_gens[w.uuid] = (row.id, row.generation)
+        to_bump.append((row.id, row.generation))
         changes = {}
         if row.project_id != project_id or row.user_id != user_id:
             changes.update(project_id=project_id, user_id=user_id)
@@ -379,16 +463,12 @@ def apply_in_txn(ctx, writes, owners=None, provider_rows=None):
         if changes:
             consumer_obj.update_in_txn(ctx, row.id, **changes)
 
-    # 6. Out with the old (by primary key: no gap locks on MySQL).
+    # 5. Out with the old (by primary key: no gap locks on MySQL).
     if current:
         ctx.session.execute(_ALLOC.delete().where(
             _ALLOC.c.id.in_(sorted(c.id for c in current))))
 
-    # 7. Unit rules and capacity against usage without the old claims.
-    if items:
-        _check_capacity(ctx, items, rc_names, prev_usage)
-
-    # 8. In with the new.
+    # 6. In with the new.
     rows = []
     for w in writes:
         for rp_uuid, resources in w.allocations.items():
@@ -401,19 +481,21 @@ def apply_in_txn(ctx, writes, owners=None, provider_rows=None):
     if rows:
         ctx.session.execute(_ALLOC.insert(), rows)
 
-    # 9. Generations: every touched provider, in id order, then consumers.
+    # 7. Generations: every touched provider, in id order (a writer that
+    # raced us on one of them fails here and retries), then the existing
+    # consumers.
     touched = {rp.id: rp for rp, _rc, _n in items}
     new_generations = {}
     for rp_id in sorted(touched):
         rp = touched[rp_id]
         new_generations[rp.uuid] = rp_obj.increment_generation(
             ctx, rp.id, rp.generation)
-    for w in writes:
-        cid, gen = consumer_gens[w.uuid]
-        consumer_obj.increment_generation(ctx, cid, gen)
+    for consumer_id, generation in to_bump:
+        consumer_obj.increment_generation(ctx, consumer_id, generation)
 
-    # 10. Consumers left with nothing are removed.
-    consumer_obj.delete_if_no_allocations(ctx, emptied)
+    # 8. Consumers left with nothing are removed.
+    if emptied:
+        consumer_obj.delete_if_no_allocations(ctx, emptied)
     return new_generations
 
 

@@ -129,16 +129,6 @@ def get_by_uuid(ctx, uuid):
     return row
 
 
-def get_many_in_txn(ctx, uuids):
-    """{uuid: Row} for the consumers that exist, in the caller's
-    transaction."""
-    if not uuids:
-        return {}
-    rows = ctx.session.execute(
-        consumer_select().where(_CONSUMER.c.uuid.in_(sorted(uuids))))
-    return {r.uuid: r for r in rows}
-
-
 def create_in_txn(ctx, uuid, project_id, user_id, consumer_type_id,
                   generation=0):
     """Insert a consumer in the caller's transaction; its id.

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 
 _INV = models.INV
@@ -37,7 +38,7 @@ def get_all(ctx, rp_id):
 
 
 def _rc_id(ctx, name):
-    return rp_obj.resource_class_ids(ctx, [name])[name]
+    return rc_obj.id_for_name(ctx, name)
 
 
 def _refuse_if_allocated(ctx, rp, rc_ids):
@@ -114,7 +115,8 @@ def delete(ctx, rp, rc_name):
 def set_all(ctx, rp, inventories):
     """Make {class name: record} the provider's whole inventory; the new
     generation. Removing an allocated class raises InventoryInUse."""
-    wanted = rp_obj.resource_class_ids(ctx, inventories)
+    wanted = (rc_obj.ids_for_names(ctx, sorted(inventories))
+              if inventories else {})
     have = {r[0] for r in ctx.session.execute(
         sa.select(_INV.c.resource_class_id).where(
             _INV.c.resource_provider_id == rp.id))}

@@ -6,6 +6,8 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects import resource_class as rc_obj
+from placement.objects import trait as trait_obj
 
 _RP = models.RP
 _PARENT = _RP.alias('parent')
@@ -56,19 +58,33 @@ def increment_generation(ctx, rp_id, expected_generation):
     return expected_generation + 1
 
 
-# --- name <-> id lookups (the shared caches; imported late: they import
-# this module) ---------------------------------------------------------------
+# --- provider traits (the trait vocabulary itself is objects.trait) ----
 
-def trait_ids(ctx, names):
-    """{name: id} for trait ``names``; TraitNotFound naming any missing."""
-    from placement.objects import trait as trait_obj
-    return trait_obj.ids_for_names(ctx, sorted(set(names))) if names else {}
-
-
-def resource_class_ids(ctx, names):
-    """{name: id} for resource class ``names``; ResourceClassNotFound."""
-    from placement.objects import resource_class as rc_obj
-    return rc_obj.ids_for_names(ctx, sorted(set(names))) if names else {}
+@db_api.retry_on_deadlock
+@db_api.writer
+def set_traits(ctx, rp_id, generation, trait_ids):
+    """Make ``trait_ids`` exactly the traits of provider ``rp_id`` whose
+    generation the caller saw as ``generation``; the provider's generation
+    afterwards. The generation moves only when the set changes, and a
+    concurrent writer makes this raise ResourceProviderConcurrentUpdate-
+    Detected (409 placement.concurrent_update)."""
+    have = {r[0] for r in ctx.session.execute(
+        sa.select(models.RPT.c.trait_id).where(
+            models.RPT.c.resource_provider_id == rp_id))}
+    want = set(trait_ids)
+    to_delete = have - want
+    to_add = want - have
+    if not to_delete and not to_add:
+        return generation
+    if to_delete:
+        ctx.session.execute(models.RPT.delete().where(
+            models.RPT.c.resource_provider_id == rp_id).where(
+            models.RPT.c.trait_id.in_(sorted(to_delete))))
+    if to_add:
+        ctx.session.execute(models.RPT.insert(), [
+            {'resource_provider_id': rp_id, 'trait_id': trait_id}
+            for trait_id in sorted(to_add)])
+    return increment_generation(ctx, rp_id, generation)
 
 
 # --- composable filters (also for allocation candidates) -----------------
@@ -162,8 +178,8 @@ def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
             tree.c.root_provider_id).where(
             tree.c.uuid == in_tree).scalar_subquery())
     if required_traits or forbidden_traits:
-        ids = trait_ids(ctx, set().union(*required_traits)
-                        | set(forbidden_traits))
+        ids = trait_obj.ids_for_names(ctx, sorted(
+            set().union(*required_traits) | set(forbidden_traits)))
         query = query.where(*trait_clauses(
             _RP, [{ids[n] for n in any_of} for any_of in required_traits],
             {ids[n] for n in forbidden_traits}))
@@ -171,7 +187,7 @@ def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
         query = query.where(*aggregate_clauses(
             _RP, member_of, set(forbidden_aggs)))
     if resources:
-        rc_ids = resource_class_ids(ctx, resources)
+        rc_ids = rc_obj.ids_for_names(ctx, sorted(resources))
         for rc_name, amount in resources.items():
             query = query.where(_RP.c.id.in_(
                 providers_with_capacity(rc_ids[rc_name], amount)))

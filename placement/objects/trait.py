@@ -4,6 +4,9 @@ providers have them.
 Other modules map names and ids with the cached lookups here
 (``ids_for_names``, ``id_for_name``, ``name_for_id``, ``names_for_ids``),
 which cost no query once warm; see ``placement.objects.attribute_cache``.
+Giving a provider its traits moves the provider's generation, so that
+write is ``resource_provider.set_traits``: this module knows nothing of
+providers beyond the association table.
 """
 import collections
 
@@ -15,7 +18,6 @@ from placement.db import api as db_api
 from placement.db import models
 from placement import exception
 from placement.objects import attribute_cache
-from placement.objects import resource_provider as rp_obj
 
 CUSTOM_NAMESPACE = 'CUSTOM_'
 
@@ -177,33 +179,6 @@ def names_by_provider_ids(ctx, rp_ids):
     for rp_id, trait_id in rows:
         result[rp_id].add(names[trait_id])
     return result
-
-
-@db_api.retry_on_deadlock
-@db_api.writer
-def set_for_provider(ctx, rp_id, generation, trait_ids):
-    """Make ``trait_ids`` exactly the traits of provider ``rp_id`` whose
-    generation the caller saw as ``generation``; the provider's generation
-    afterwards. The generation moves only when the set changes, and a
-    concurrent writer makes this raise ResourceProviderConcurrentUpdate-
-    Detected (409 placement.concurrent_update)."""
-    have = {r[0] for r in ctx.session.execute(
-        sa.select(_RPT.c.trait_id).where(
-            _RPT.c.resource_provider_id == rp_id))}
-    want = set(trait_ids)
-    to_delete = have - want
-    to_add = want - have
-    if not to_delete and not to_add:
-        return generation
-    if to_delete:
-        ctx.session.execute(_RPT.delete().where(
-            _RPT.c.resource_provider_id == rp_id).where(
-            _RPT.c.trait_id.in_(sorted(to_delete))))
-    if to_add:
-        ctx.session.execute(_RPT.insert(), [
-            {'resource_provider_id': rp_id, 'trait_id': trait_id}
-            for trait_id in sorted(to_add)])
-    return rp_obj.increment_generation(ctx, rp_id, generation)
 
 
 # --- start-up ----------------------------------------------------------

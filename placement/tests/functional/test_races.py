@@ -23,6 +23,7 @@ one on PostgreSQL and MariaDB via PLACEMENT_TEST_DB_URL.
 import collections
 import random
 import threading
+import time
 import uuid
 
 import pytest
@@ -162,40 +163,109 @@ def _check(resp, *codes):
     return resp
 
 
+def build_world(url, session):
+    """Providers with room for only part of what the clients ask, and the
+    shared consumers (one VCPU each); (providers, shared)."""
+    providers = []
+    for i in range(PROVIDERS):
+        rp = str(uuid.uuid4())
+        _check(session.post(url + '/resource_providers', json={
+            'uuid': rp, 'name': 'race-%d-%s' % (i, rp[:8])}), 200)
+        _check(session.put(url + '/resource_providers/%s/inventories'
+                           % rp, json={
+            'resource_provider_generation': 0,
+            'inventories': {'VCPU': {'total': VCPU_TOTAL},
+                            'MEMORY_MB': {'total': 1000000}}}), 200)
+        providers.append(rp)
+    shared = []
+    owner = (str(uuid.uuid4()), str(uuid.uuid4()))
+    for i in range(SHARED):
+        consumer = str(uuid.uuid4())
+        _check(session.put(url + '/allocations/' + consumer, json=_body(
+            {providers[i % PROVIDERS]: {'VCPU': 1}}, owner[0], owner[1],
+            None)), 204)
+        shared.append(consumer)
+    return providers, shared
+
+
+def race(server, threads=THREADS, writes=WRITES):
+    """Run the client mix against ``server`` (anything with ``url`` and
+    ``headers()``); (model, seconds the clients took). Also what
+    tools/bench-writes times, against ours and upstream alike."""
+    session = requests.Session()
+    session.headers.update(server.headers(version=VERSION))
+    providers, shared = build_world(server.url, session)
+    model = Model()
+    model.providers, model.shared_consumers = providers, shared
+    quota = -(-writes // threads)
+    clients = [Client(server, providers, shared, model, seed, quota)
+               for seed in range(threads)]
+    start = time.monotonic()
+    for client in clients:
+        client.start()
+    for client in clients:
+        client.join(timeout=900)
+    elapsed = time.monotonic() - start
+    assert not any(c.is_alive() for c in clients)
+    return model, elapsed
+
+
+def violations(server, model):
+    """What the database holds that the acknowledged writes do not
+    explain: a list of messages (empty when all is well). Over capacity,
+    lost or phantom allocations, a generation acknowledged twice."""
+    session = requests.Session()
+    session.headers.update(server.headers(version=VERSION))
+    url, providers = server.url, model.providers
+    shared = model.shared_consumers
+    found = []
+    expected = {c: a for c, a in model.private.items() if a}
+    for consumer in shared:
+        wins = model.shared[consumer]
+        gens = [g for g, _a in wins]
+        if len(gens) != len(set(gens)):
+            found.append('two writes acknowledged on one generation: %s %s'
+                         % (consumer, gens))
+        body = _check(session.get(url + '/allocations/' + consumer),
+                      200).json()
+        if wins:
+            gen, allocs = max(wins, key=lambda w: w[0])
+            if body['consumer_generation'] != gen + 1:
+                found.append('consumer %s at generation %s, not %s' % (
+                    consumer, body['consumer_generation'], gen + 1))
+            expected[consumer] = allocs
+        else:
+            if body['consumer_generation'] != 1:
+                found.append('untouched consumer %s at generation %s' % (
+                    consumer, body['consumer_generation']))
+            expected[consumer] = {providers[shared.index(consumer)
+                                            % PROVIDERS]: {'VCPU': 1}}
+    stored = {}
+    for rp in providers:
+        body = _check(session.get(
+            url + '/resource_providers/%s/allocations' % rp), 200).json()
+        used = collections.Counter()
+        for consumer, alloc in body['allocations'].items():
+            used.update(alloc['resources'])
+            stored.setdefault(consumer, {})[rp] = alloc['resources']
+        if used['VCPU'] > VCPU_TOTAL:
+            found.append('over capacity: %s %s' % (rp, dict(used)))
+        usages = _check(session.get(
+            url + '/resource_providers/%s/usages' % rp), 200).json()
+        if usages['usages'].get('VCPU', 0) != used['VCPU']:
+            found.append('usages of %s disagree with its allocations' % rp)
+    missing = {c: a for c, a in expected.items() if stored.get(c) != a}
+    extra = {c: a for c, a in stored.items() if c not in expected}
+    if missing or extra:
+        found.append('stored state differs from the acknowledged writes: '
+                     'missing %s, extra %s' % (list(missing.items())[:3],
+                                              list(extra.items())[:3]))
+    return found
+
+
 def test_mixed_allocation_writers_race_safely():
     with live_server.LiveServer(workers=WORKERS) as server:
-        session = requests.Session()
-        session.headers.update(server.headers(version=VERSION))
-        url = server.url
-        providers = []
-        for i in range(PROVIDERS):
-            rp = str(uuid.uuid4())
-            _check(session.post(url + '/resource_providers', json={
-                'uuid': rp, 'name': 'race-%d-%s' % (i, rp[:8])}), 200)
-            _check(session.put(url + '/resource_providers/%s/inventories'
-                               % rp, json={
-                'resource_provider_generation': 0,
-                'inventories': {'VCPU': {'total': VCPU_TOTAL},
-                                'MEMORY_MB': {'total': 1000000}}}), 200)
-            providers.append(rp)
-        shared = []
-        owner = (str(uuid.uuid4()), str(uuid.uuid4()))
-        for i in range(SHARED):
-            consumer = str(uuid.uuid4())
-            _check(session.put(url + '/allocations/' + consumer, json=_body(
-                {providers[i % PROVIDERS]: {'VCPU': 1}}, owner[0], owner[1],
-                None)), 204)
-            shared.append(consumer)
-        model = Model()
-        quota = -(-WRITES // THREADS)
-        clients = [Client(server, providers, shared, model, seed, quota)
-                   for seed in range(THREADS)]
-        for client in clients:
-            client.start()
-        for client in clients:
-            client.join(timeout=900)
-        assert not any(c.is_alive() for c in clients)
-
+        model, elapsed = race(server)
         assert not model.bad, 'unexpected answers %s\n%s' % (
             model.bad[:5], server.log_text()[-3000:])
         assert model.writes >= WRITES
@@ -204,40 +274,9 @@ def test_mixed_allocation_writers_race_safely():
         refused = sum(n for (kind, status), n in model.statuses.items()
                       if status == 409)
         assert acked and refused, model.statuses
-
-        expected = {c: a for c, a in model.private.items() if a}
-        for consumer in shared:
-            wins = model.shared[consumer]
-            gens = [g for g, _a in wins]
-            assert len(gens) == len(set(gens)), (
-                'two writes acknowledged on one generation', consumer, gens)
-            got = _check(session.get(url + '/allocations/' + consumer), 200)
-            body = got.json()
-            if wins:
-                gen, allocs = max(wins, key=lambda w: w[0])
-                assert body['consumer_generation'] == gen + 1
-                expected[consumer] = allocs
-            else:
-                assert body['consumer_generation'] == 1
-                expected[consumer] = {providers[shared.index(consumer)
-                                                % PROVIDERS]: {'VCPU': 1}}
-
-        stored = {}
-        for rp in providers:
-            body = _check(session.get(
-                url + '/resource_providers/%s/allocations' % rp), 200).json()
-            used = collections.Counter()
-            for consumer, alloc in body['allocations'].items():
-                used.update(alloc['resources'])
-                stored.setdefault(consumer, {})[rp] = alloc['resources']
-            assert used['VCPU'] <= VCPU_TOTAL, ('over capacity', rp, used)
-            usages = _check(session.get(
-                url + '/resource_providers/%s/usages' % rp), 200).json()
-            assert usages['usages'].get('VCPU', 0) == used['VCPU'], rp
-        missing = {c: a for c, a in expected.items() if stored.get(c) != a}
-        extra = {c: a for c, a in stored.items() if c not in expected}
-        assert not missing and not extra, (
-            'stored state differs from the acknowledged writes',
-            list(missing.items())[:3], list(extra.items())[:3])
-        print('races: %d writes from %d threads on %d workers; %s'
-              % (model.writes, THREADS, WORKERS, dict(model.statuses)))
+        found = violations(server, model)
+        assert not found, found
+        print('races: %d writes from %d threads on %d workers in %.1f s '
+              '(%.0f writes/s); %s'
+              % (model.writes, THREADS, WORKERS, elapsed,
+                 model.writes / elapsed, dict(model.statuses)))

@@ -1,0 +1,58 @@
+"""How many statements an allocation write sends: the write's latency is
+mostly round trips to the database, so a change that adds one should be a
+deliberate one (this test then says by how much)."""
+import json
+import uuid
+
+import sqlalchemy as sa
+import webob
+
+from placement.tests import db as test_db
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional.fixtures import gabbits
+
+HEADERS = {'x-auth-token': 'admin', 'content-type': 'application/json',
+           'openstack-api-version': 'placement 1.38'}
+
+
+def _put(app, consumer, rp, generation):
+    body = {'allocations': {rp: {'resources': {'VCPU': 1,
+                                               'MEMORY_MB': 64}}},
+            'project_id': 'p', 'user_id': 'u',
+            'consumer_generation': generation, 'consumer_type': 'INSTANCE'}
+    return webob.Request.blank(
+        '/allocations/' + consumer, method='PUT', headers=HEADERS,
+        body=json.dumps(body).encode()).get_response(app)
+
+
+def test_statements_per_put():
+    w = cw.WorldBuilder()
+    w.provider('cn', uuid='11111111-2222-3333-4444-555555555555')
+    w.inventory('cn', 'VCPU', 8)
+    w.inventory('cn', 'MEMORY_MB', 1024)
+    rp = '11111111-2222-3333-4444-555555555555'
+    statements = []
+
+    def record(conn, cursor, statement, params, context, executemany):
+        statements.append(statement)
+
+    with gabbits.app_and_engine_over_world(w) as (app, engine):
+        # The first write creates project, user and consumer type.
+        assert _put(app, str(uuid.uuid4()), rp, None).status_int == 204
+        consumer = str(uuid.uuid4())
+        sa.event.listen(engine, 'before_cursor_execute', record)
+        try:
+            assert _put(app, consumer, rp, None).status_int == 204
+            new = len(statements)
+            del statements[:]
+            assert _put(app, consumer, rp, 1).status_int == 204
+            replace = len(statements)
+        finally:
+            sa.event.remove(engine, 'before_cursor_execute', record)
+    # Lock (not on SQLite); owners, consumer and its claims; providers with
+    # inventory and usage; insert consumer, insert claims, provider
+    # generation. A replacement deletes instead of inserting the consumer
+    # and bumps the consumer generation too.
+    lock = 0 if test_db.backend() == 'sqlite' else 1
+    assert new == 5 + lock, statements
+    assert replace == 6 + lock
