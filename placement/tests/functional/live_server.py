@@ -78,12 +78,16 @@ class LiveServer:
         with upstream placement installed); the project's by default.
     :param cwd: where gunicorn runs (and so which ``placement`` package it
         imports first); the repository by default.
+    :param database_url: serve this existing database (left in place on
+        exit) instead of a fresh one: benchmarks point two servers at one
+        world.
     """
 
     def __init__(self, workers=2, port=None, conf=None, threads=1,
                  start_timeout=60, timeout=60, gunicorn_args=(),
-                 env=None, gunicorn=None, cwd=None):
+                 env=None, gunicorn=None, cwd=None, database_url=None):
         self.gunicorn = gunicorn
+        self.database_url = database_url
         self.cwd = cwd or REPO_ROOT
         self.workers = workers
         self.port = port or free_port()
@@ -122,7 +126,7 @@ class LiveServer:
         groups = {
             'DEFAULT': {'debug': 'False'},
             'api': {'auth_strategy': 'noauth2'},
-            'placement_database': {'connection': self.db.url,
+            'placement_database': {'connection': self.database_url,
                                    'sync_on_startup': 'True'},
         }
         for group, options in self.conf.items():
@@ -140,7 +144,9 @@ class LiveServer:
     def start(self):
         # Migrated up front so that N workers booting at once find the
         # schema at head and sync_on_startup has nothing to race on.
-        self.db = test_db.TestDatabase(migrate=True)
+        if self.database_url is None:
+            self.db = test_db.TestDatabase(migrate=True)
+            self.database_url = self.db.url
         self.config_dir = tempfile.mkdtemp(prefix='placement-live-')
         self._write_conf()
         self.log_path = os.path.join(self.config_dir, 'server.log')
@@ -203,6 +209,7 @@ class LiveServer:
         if self.db is not None:
             self.db.drop()
             self.db = None
+            self.database_url = None
         if self.config_dir:
             import shutil
             shutil.rmtree(self.config_dir, ignore_errors=True)
