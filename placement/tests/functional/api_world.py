@@ -4,9 +4,9 @@
 nothing about the API a deployer's agents use. Benchmarks that must build
 their worlds the way nova does (one provider at a time: create, then
 inventories, traits and aggregates) come through here. The API has no
-batch call for providers, so the speed comes from many concurrent
-clients, each keeping its HTTP connection alive: one task per provider
-tree (a parent must exist before its children).
+batch call for creating providers or setting traits and aggregates, so
+the speed comes from many concurrent clients, each keeping its HTTP
+connection alive; inventories go in POST /reshaper batches.
 """
 import collections
 import concurrent.futures
@@ -44,12 +44,14 @@ class Client:
                 self.host, self.port, timeout=self.timeout)
         return conn
 
-    def call(self, method, path, body=None, expect=(200, 201, 204)):
+    def call(self, method, path, body=None, expect=(200, 201, 204),
+             headers=None):
         """(status, raw body); raises ApiError on a status not expected.
         A connection the server closed (gunicorn's keep-alive limit) is
         reopened once."""
-        headers = {'x-auth-token': 'admin', 'accept': 'application/json',
-                   'openstack-api-version': 'placement %s' % self.version}
+        headers = dict(headers or {}, **{
+            'x-auth-token': 'admin', 'accept': 'application/json',
+            'openstack-api-version': 'placement %s' % self.version})
         data = None
         if body is not None:
             headers['content-type'] = 'application/json'
@@ -77,14 +79,15 @@ def _inventory(row):
                                 'step_size', 'allocation_ratio')}
 
 
-def load(world, client, threads=16):
+def load(world, client, threads=16, batch=100):
     """Write ``world`` through ``client``; (seconds, requests) taken.
 
-    Custom resource classes and traits are created first, then each
-    provider tree by one of ``threads`` concurrent workers: POST the
-    provider, PUT its inventories, traits and aggregates (each with the
-    generation the previous write left), then claim its usages as one new
-    consumer each."""
+    Custom resource classes and traits first; then, by ``threads``
+    concurrent clients: each provider tree (POST, parents first); the
+    inventories in POST /reshaper calls of ``batch`` providers each (the
+    one call of the API that writes many providers' inventories; 0 means
+    a PUT per provider); each provider's traits and aggregates; last the
+    usages, each as one new consumer."""
     start = time.perf_counter()
     before = client.requests
     inv = collections.defaultdict(dict)
@@ -111,39 +114,56 @@ def load(world, client, threads=16):
     for row in world.rps:    # parents are built before their children
         trees[row['root_provider_id']].append(row)
 
-    def write_tree(rows):
+    def create_tree(rows):
         for row in rows:
-            rp, gen = row['uuid'], 0
-            body = {'uuid': rp, 'name': row['name']}
+            body = {'uuid': row['uuid'], 'name': row['name']}
             if row['parent_provider_id'] is not None:
                 body['parent_provider_uuid'] = (
                     by_id[row['parent_provider_id']]['uuid'])
             client.call('POST', '/resource_providers', body)
-            base = '/resource_providers/%s' % rp
-            if inv.get(row['id']):
-                client.call('PUT', base + '/inventories', {
-                    'resource_provider_generation': gen,
-                    'inventories': inv[row['id']]})
-                gen += 1
-            if traits.get(row['id']):
-                client.call('PUT', base + '/traits', {
-                    'resource_provider_generation': gen,
-                    'traits': sorted(set(traits[row['id']]))})
-                gen += 1
-            if aggs.get(row['id']):
-                client.call('PUT', base + '/aggregates', {
-                    'resource_provider_generation': gen,
-                    'aggregates': sorted(set(aggs[row['id']]))})
-                gen += 1
-            for rc, used in usages.get(row['id'], ()):
-                client.call('PUT', '/allocations/%s' % uuidlib.uuid4(), {
-                    'allocations': {rp: {'resources': {rc: used}}},
-                    'project_id': str(uuidlib.uuid4()),
-                    'user_id': str(uuidlib.uuid4()),
-                    'consumer_generation': None,
-                    'consumer_type': 'INSTANCE'})
 
+    def reshape(rows):
+        client.call('POST', '/reshaper', {'allocations': {}, 'inventories': {
+            row['uuid']: {'resource_provider_generation': 0,
+                          'inventories': inv[row['id']]} for row in rows}},
+            headers={'x-roles': 'admin,service'})   # a service's call
+
+    def put_inventories(rows):
+        for row in rows:
+            client.call('PUT', '/resource_providers/%s/inventories'
+                        % row['uuid'], {'resource_provider_generation': 0,
+                                        'inventories': inv[row['id']]})
+
+    def links(row):
+        rp = row['uuid']
+        # The reshaper writes an interim and a final inventory (as
+        # upstream's does): two generations.
+        gen = (2 if batch else 1) if inv.get(row['id']) else 0
+        base = '/resource_providers/%s' % rp
+        if traits.get(row['id']):
+            client.call('PUT', base + '/traits', {
+                'resource_provider_generation': gen,
+                'traits': sorted(set(traits[row['id']]))})
+            gen += 1
+        if aggs.get(row['id']):
+            client.call('PUT', base + '/aggregates', {
+                'resource_provider_generation': gen,
+                'aggregates': sorted(set(aggs[row['id']]))})
+        for rc, used in usages.get(row['id'], ()):
+            client.call('PUT', '/allocations/%s' % uuidlib.uuid4(), {
+                'allocations': {rp: {'resources': {rc: used}}},
+                'project_id': str(uuidlib.uuid4()),
+                'user_id': str(uuidlib.uuid4()),
+                'consumer_generation': None,
+                'consumer_type': 'INSTANCE'})
+
+    with_inv = [row for row in world.rps if inv.get(row['id'])]
+    size = batch or 1
+    chunks = [with_inv[i:i + size] for i in range(0, len(with_inv), size)]
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(write_tree, trees.values()):
-            pass
+        for step, items in ((create_tree, trees.values()),
+                            (reshape if batch else put_inventories, chunks),
+                            (links, world.rps)):
+            for _ in pool.map(step, items):
+                pass
     return time.perf_counter() - start, client.requests - before
