@@ -58,12 +58,16 @@ def _run_as():
 class TempPostgres:
     """A throw-away PostgreSQL cluster; use as a context manager."""
 
-    def __init__(self, bindir=None, port=None):
+    def __init__(self, bindir=None, port=None, parent=None):
+        """``parent``: the directory to make the cluster's own one in
+        (the system's temporary directory by default)."""
         self.bindir = bindir or find_bindir()
         if self.bindir is None:
             raise RuntimeError('PostgreSQL server binaries not found')
         self.port = port or _free_port()
-        self.tmpdir = tempfile.mkdtemp(prefix='placement-pg-')
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        self.tmpdir = tempfile.mkdtemp(prefix='placement-pg-', dir=parent)
         self.datadir = os.path.join(self.tmpdir, 'data')
         self.logfile = os.path.join(self.tmpdir, 'postgres.log')
         self.proc = None
