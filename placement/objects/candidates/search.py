@@ -435,6 +435,8 @@ class _Request:
         anywhere) alone is a candidate for ``g``: what the general path
         asks of it, in one pass (its filters, then the combiner's
         capacity check)."""
+        if g.tree_root is not None and rec.root != g.tree_root:
+            return False
         inv = rec.inv
         for rc, amount in g.amounts:
             one = inv.get(rc)
