@@ -157,9 +157,14 @@ class World:
         return rps, invs, usage, traits, aggs
 
     def _load(self, ctx, conn, ids):
-        """Read providers ``ids`` again (every provider if None)."""
+        """Read providers ``ids`` again (every provider if None).
+
+        Equal values are stored once (``same``): most providers of a
+        cloud have the same traits, aggregates and inventories, so this
+        keeps a large world small (see doc/candidates-engine.rst)."""
         rps, invs, usage, traits, aggs = self._read(conn, ids)
-        if ids is None:
+        everything = ids is None
+        if everything:
             self.rps = {}
             self.trees = {}
             self.roots = []
@@ -171,56 +176,71 @@ class World:
         else:
             for rp_id in ids:
                 self._drop(rp_id)
+        same = {}
+
+        def once(value):
+            return same.setdefault(value, value)
+
+        rc_names = combine.OnFirstUse(
+            lambda rc: rc_obj.name_for_id(ctx, rc))
+        trait_names = combine.OnFirstUse(
+            lambda tid: trait_obj.name_for_id(ctx, tid))
         mysql = conn.dialect.name == 'mysql'
-        recs = {}
-        for rid, uuid, parent, root in rps:
-            # A provider written before nested providers, not migrated
-            # yet, is its own root.
-            recs[rid] = Rec(rid, uuid, parent,
-                            root if root is not None else rid)
         used = {(rid, rc): int(n or 0) for rid, rc, n in usage}
-        inventory = collections.defaultdict(dict)
+        inv = collections.defaultdict(list)
         for rid, rc, total, reserved, ratio, min_unit, max_unit, step in invs:
-            rec = recs.get(rid)
-            if rec is None:
-                continue
+            n = used.get((rid, rc), 0)
             sql_ratio = _float32(ratio) if mysql else ratio
-            rec.inv[rc] = ((total - reserved) * sql_ratio, min_unit,
-                           max_unit, step, used.get((rid, rc), 0))
-            inventory[rid][rc_obj.name_for_id(ctx, rc)] = (
-                int((total - reserved) * ratio), used.get((rid, rc), 0),
-                max_unit)
+            inv[rid].append((rc, once((
+                (total - reserved) * sql_ratio, min_unit, max_unit, step,
+                n)), once((int((total - reserved) * ratio), n, max_unit))))
         trait_ids = collections.defaultdict(list)
         for rid, tid in traits:
-            if rid in recs:
-                trait_ids[rid].append(tid)
+            trait_ids[rid].append(tid)
         agg_ids = collections.defaultdict(list)
         for rid, aid in aggs:
-            if rid in recs:
-                agg_ids[rid].append(aid)
-        shared = {}
-        for rid, rec in recs.items():
+            agg_ids[rid].append(aid)
+        listed = {}
+        for rid, uuid, parent, root in sorted(rps):
+            # A provider written before nested providers, not migrated
+            # yet, is its own root.
+            rec = Rec(rid, uuid, parent, root if root is not None else rid)
             tids = tuple(sorted(trait_ids.get(rid, ())))
-            names = shared.get(tids)
+            names = listed.get(tids)
             if names is None:
                 # In trait id order: see combine.Traits.
-                names = shared[tids] = combine.Traits(
-                    [trait_obj.name_for_id(ctx, t) for t in tids])
-            rec.traits = frozenset(tids)
-            rec.aggs = frozenset(agg_ids.get(rid, ()))
-            rec.prov = combine.Provider(rid, rec.uuid, rec.parent, rec.root,
-                                        traits=names,
-                                        inventory=inventory.get(rid, {}))
-            self._add(rec)
+                names = listed[tids] = combine.Traits(
+                    [trait_names[t] for t in tids])
+            rec.traits = once(frozenset(tids))
+            rec.aggs = once(frozenset(agg_ids.get(rid, ())))
+            mine = sorted(inv.get(rid, ()))
+            rec.inv = once(tuple((rc, limits) for rc, limits, _ in mine))
+            inventory = once(tuple((rc_names[rc], caps)
+                                   for rc, _, caps in mine))
+            # Dicts for the search, one per distinct inventory.
+            rec.inv = same.setdefault(('inv', rec.inv), dict(rec.inv))
+            rec.prov = combine.Provider(
+                rid, uuid, parent, rec.root, traits=names,
+                inventory=same.setdefault(('prov', inventory),
+                                          dict(inventory)))
+            self._add(rec, everything)
+        if everything:
+            self.roots = sorted(self.trees)
 
-    def _add(self, rec):
+    def _add(self, rec, bulk=False):
+        """Index ``rec``; ``bulk``: in id order during a full load, which
+        sorts the roots once at the end."""
         self.rps[rec.id] = rec
         self.by_uuid[rec.uuid] = rec.id
         tree = self.trees.get(rec.root)
         if tree is None:
             tree = self.trees[rec.root] = []
-            bisect.insort(self.roots, rec.root)
-        bisect.insort(tree, rec.id)
+            if not bulk:
+                bisect.insort(self.roots, rec.root)
+        if bulk:
+            tree.append(rec.id)
+        else:
+            bisect.insort(tree, rec.id)
         if rec.parent is not None:
             self.children += 1
         for tid in rec.traits:
