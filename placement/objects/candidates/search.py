@@ -266,7 +266,10 @@ class _Request:
             # Without sharing providers the traits must come from the
             # tree itself: drop trees lacking one of the any-of sets.
             for any_of in g.required:
-                if not self._tree_has(rec.root, any_of):
+                if self.trees:
+                    if not self._tree_has(rec.root, any_of):
+                        return False
+                elif any_of.isdisjoint(rec.traits):
                     return False
         return True
 
@@ -442,7 +445,10 @@ class _Request:
             one = inv.get(rc)
             if one is None or not _fits(one, amount):
                 return False
-        if not self._passes(g, rec) or not self.root_ok(rec.id):
+        if not self._passes(g, rec):
+            return False
+        if (self.root_required or self.root_forbidden) and not self.root_ok(
+                rec.id):
             return False
         prov_inv = rec.prov.inventory
         for name, amount in g.resources:
