@@ -95,7 +95,7 @@ class World:
         current = dict(conn.execute(
             sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
         epoch = current.pop(changes.EPOCH_SLOT, None)
-        if epoch != self.epoch:
+        if not self.loads or epoch != self.epoch:
             self._load(ctx, conn, None)
             self.epoch = epoch
             self.slots = current
