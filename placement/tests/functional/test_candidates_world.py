@@ -22,7 +22,6 @@ import uuid as uuidlib
 import pytest
 import webob
 
-from placement.db import api as db_api
 from placement.objects.candidates import gather
 from placement.objects.candidates import search
 from placement.objects.candidates import world as world_mod
@@ -121,7 +120,7 @@ def test_flat_fast_path_answers_as_the_general_path(monkeypatch):
     assert fast['used'] > 30
 
 
-# -- never stale --------------------------------------------------------------
+# -- never stale -----------------------------------------------------------
 
 def _call(app, method, path, body=None, version=LATEST):
     req = webob.Request.blank(path, method=method, headers={
@@ -296,7 +295,7 @@ def test_a_reader_behind_the_pruned_log_reloads_everything(ctx,
         assert other.rps[rid].prov.inventory['VCPU'][0] == 9
 
 
-# -- a fair sample --------------------------------------------------------------
+# -- a fair sample ---------------------------------------------------------
 
 @pytest.mark.parametrize('nested', [False, True])
 def test_randomized_limit_samples_every_fitting_provider(nested):
