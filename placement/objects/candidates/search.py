@@ -180,6 +180,11 @@ class _Request:
             tree_root = None
             if rg.in_tree:
                 rid = self.world.by_uuid.get(rg.in_tree)
+                if rid is None and conn.dialect.name == 'mysql':
+                    # MySQL's collation matches a uuid in any case.
+                    wanted = rg.in_tree.lower()
+                    rid = next((i for u, i in self.world.by_uuid.items()
+                                if u.lower() == wanted), None)
                 if rid is None:
                     empty = True
                 else:
