@@ -1,5 +1,6 @@
 """The whole Placement data model, table for table as upstream's schema
-(as its migrations leave it at revision a082b8bb98d0).
+(as its migrations leave it at revision a082b8bb98d0), plus our own change
+counters for the allocation-candidates index (revision c3a1f0e2d4b7).
 
 Keeping upstream's table and column names means a database that upstream's
 ``placement-manage db sync`` created can be served by us, and the other way.
@@ -7,6 +8,8 @@ Indexes are chosen for the allocation-candidate queries: capacity lookups by
 (provider, class), usage sums by (provider, class), trait and aggregate
 membership by either side.
 """
+import os
+
 import sqlalchemy as sa
 from sqlalchemy import orm
 
@@ -186,6 +189,26 @@ class ConsumerType(BASE):
     name = sa.Column(sa.Unicode(255), nullable=False)
 
 
+class ChangeSlot(BASE):
+    """Counters of committed changes to what allocation candidates read,
+    one per slot of providers (provider id mod
+    candidates.world.SLOTS); slot -1 holds a random epoch, new with every
+    database (see placement.objects.candidates.world). Not upstream's."""
+    __tablename__ = 'placement_change_slots'
+    slot = sa.Column(sa.Integer, primary_key=True, autoincrement=False)
+    seq = sa.Column(sa.BigInteger, nullable=False)
+
+
+class Change(BASE):
+    """Which providers each counted change touched: (slot, seq) is the
+    slot's counter after the change. Not upstream's."""
+    __tablename__ = 'placement_changes'
+    slot = sa.Column(sa.Integer, primary_key=True, autoincrement=False)
+    seq = sa.Column(sa.BigInteger, primary_key=True, autoincrement=False)
+    resource_provider_id = sa.Column(sa.Integer, primary_key=True,
+                                     autoincrement=False)
+
+
 # Core Table objects for the read paths: no ORM instances on hot paths.
 RP = ResourceProvider.__table__
 INV = Inventory.__table__
@@ -199,3 +222,22 @@ CONSUMER = Consumer.__table__
 PROJECT = Project.__table__
 USER = User.__table__
 CONSUMER_TYPE = ConsumerType.__table__
+CHANGE_SLOT = ChangeSlot.__table__
+CHANGE = Change.__table__
+
+# How many counters the writers of candidates' data spread over.
+CHANGE_SLOTS = 64
+
+
+def change_slot_rows():
+    """The rows a new placement_change_slots table starts with: every
+    counter at 0, and a random epoch that tells this database from any
+    other (or from a re-created one) at the same counters."""
+    epoch = int.from_bytes(os.urandom(7), 'big')
+    return ([{'slot': -1, 'seq': epoch}] +
+            [{'slot': s, 'seq': 0} for s in range(CHANGE_SLOTS)])
+
+
+@sa.event.listens_for(CHANGE_SLOT, 'after_create')
+def _fill_change_slots(target, connection, **kw):
+    connection.execute(target.insert(), change_slot_rows())

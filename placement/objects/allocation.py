@@ -25,6 +25,7 @@ from placement.db import batch
 from placement.db import models
 from placement import errors
 from placement import exception
+from placement.objects import changes as change_log
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
@@ -553,12 +554,15 @@ def delete_for_consumer(ctx, consumer_uuid):
     consumer row (written by old releases, before the online migration
     made their consumers) are not the consumer's, as for reads: as
     upstream, they are left and 0 is returned."""
-    ids = [r[0] for r in ctx.session.execute(
-        sa.select(_ALLOC.c.id).select_from(_ALLOC.join(
+    rows = ctx.session.execute(
+        sa.select(_ALLOC.c.id, _ALLOC.c.resource_provider_id)
+        .select_from(_ALLOC.join(
             _CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid))
-        .where(_ALLOC.c.consumer_id == consumer_uuid))]
+        .where(_ALLOC.c.consumer_id == consumer_uuid)).all()
+    ids = [r[0] for r in rows]
     if not ids:
         return 0
+    change_log.touched(ctx, {r[1] for r in rows})
     ctx.session.execute(_ALLOC.delete().where(_ALLOC.c.id.in_(ids)))
     consumer_obj.delete_if_no_allocations(ctx, [consumer_uuid])
     return len(ids)

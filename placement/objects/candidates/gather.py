@@ -44,6 +44,8 @@ from placement.db import prepared
 from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
+from placement.objects.candidates import search
+from placement.objects.candidates import world
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -1051,10 +1053,16 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     ``max_candidates`` generated); a flat world's answer is sampled.
     Randomized without a limit, up to ``max_candidates`` are shuffled.
 
-    A request a flat world could answer goes to flat_answer first when it
-    wants every candidate or when flat_covers its cap; the search answers
-    otherwise, and when the world turns out not to be flat.
+    A database that counts its changes (placement.objects.changes) is
+    answered from this process's in-memory world (search.py). Otherwise,
+    in SQL: a request a flat world could answer goes to flat_answer first
+    when it wants every candidate or when flat_covers its cap; the search
+    answers otherwise, and when the world turns out not to be flat.
     """
+    answer = _from_world(ctx, groups, wide, nested_aware, max_candidates,
+                         strategy, randomize)
+    if answer is not None:
+        return answer
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
     # Randomized and limited, the search explores in a random order
@@ -1078,6 +1086,29 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
             return _randomized(found, wide, randomize), providers, False
     return _search(ctx, groups, wide, search_cap, nested_aware, strategy,
                    randomize, rng)
+
+
+# Answer from the in-memory world when the database allows it; tests of
+# the SQL gatherer turn it off.
+USE_WORLD = True
+
+
+def _from_world(ctx, groups, wide, nested_aware, max_candidates, strategy,
+                randomize):
+    """search.find over this process's world of the database, brought up
+    to date first; None if the database does not count its changes."""
+    if not USE_WORLD:
+        return None
+    with db_api.one_statement_reader(ctx) as conn:
+        the_world = world.for_connection(conn)
+        if the_world is None:
+            return None
+        with the_world.lock:
+            the_world.refresh(ctx, conn)
+            return search.find(
+                ctx, conn, the_world, groups, wide,
+                nested_aware=nested_aware, max_candidates=max_candidates,
+                strategy=strategy, randomize=randomize)
 
 
 def _flat_answer_unpinged(ctx, rg, wide):

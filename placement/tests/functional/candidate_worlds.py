@@ -10,6 +10,7 @@ import os_resource_classes as orc
 import sqlalchemy as sa
 
 from placement.db import models
+from placement.objects import changes
 
 SHARES = 'MISC_SHARES_VIA_AGGREGATE'
 
@@ -125,4 +126,6 @@ class WorldBuilder:
                     {'resource_provider_id': rp, 'consumer_id':
                      str(uuidlib.uuid4()), 'resource_class_id': have[rc],
                      'used': used} for rp, rc, used in self.alloc])
+            # Written behind the API's back: every process reloads.
+            changes.new_epoch(conn)
         return self

@@ -21,6 +21,13 @@ from placement.tests.functional import test_candidate_windows_random as twr
 from placement.tests.functional import test_candidates_differential as diff
 
 
+@pytest.fixture(autouse=True)
+def sql_gatherer(monkeypatch):
+    """These tests are about the SQL gatherer (gather.py), the engine of
+    databases that do not count their changes."""
+    monkeypatch.setattr(gather, 'USE_WORLD', False)
+
+
 def _flat_answers(monkeypatch):
     """The list of what gather.flat_answer returns, call by call."""
     answers = []

@@ -11,12 +11,20 @@ import collections
 import json
 import random
 
+import pytest
 import webob
 
 from placement.objects.candidates import gather
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidates_differential as diff
+
+
+@pytest.fixture(autouse=True)
+def sql_gatherer(monkeypatch):
+    """These tests are about the SQL gatherer (gather.py), the engine of
+    databases that do not count their changes."""
+    monkeypatch.setattr(gather, 'USE_WORLD', False)
 
 
 def glued_world(rnd, parts, flat=False):

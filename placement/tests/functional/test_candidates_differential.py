@@ -30,6 +30,7 @@ import pytest
 import webob
 
 from placement.db import api as db_api
+from placement.db import migration
 from placement import deploy
 from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
@@ -307,6 +308,9 @@ def _both_over(world):
     db = test_db.TestDatabase(schema=False)
     subprocess.run([UPSTREAM_PY, RUNNER, db.url, 'init'], check=True,
                    cwd='/')
+    # Then ours, as "placement-manage db sync" would: the change counters
+    # that let our processes answer from memory.
+    migration.upgrade('head', engine=db.engine)
     world.write(db.engine)
     conf = gabbits.build_test_conf(db.url)
     db_api.configure(conf)

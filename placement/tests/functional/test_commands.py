@@ -13,7 +13,7 @@ from placement.db import migration
 from placement.db import models
 from placement.tests import db as test_db
 
-HEAD = 'a082b8bb98d0'
+HEAD = 'c3a1f0e2d4b7'
 INITIAL = 'b4ed3a175331'
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))

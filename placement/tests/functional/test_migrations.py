@@ -20,6 +20,8 @@ from placement.tests import db as test_db
 # "placement-manage db sync" made must be at one of these.
 UPSTREAM_CHAIN = ['b4ed3a175331', '611cd6dffd7b', 'b5c396305c25',
                   '422ece571366', 'a082b8bb98d0']
+# Ours, after upstream's head: the candidates' change counters.
+CHAIN = UPSTREAM_CHAIN + ['c3a1f0e2d4b7']
 
 
 @pytest.fixture
@@ -42,14 +44,20 @@ def test_revision_chain_is_upstreams():
         migration._alembic_config(engine=object()).get_main_option(
             'script_location'))
     chain = [rev.revision for rev in scripts.walk_revisions()]
-    assert list(reversed(chain)) == UPSTREAM_CHAIN
-    assert scripts.get_heads() == [UPSTREAM_CHAIN[-1]]
+    assert list(reversed(chain)) == CHAIN
+    assert scripts.get_heads() == [CHAIN[-1]]
 
 
 def test_upgrade_head_on_empty_database_matches_the_models(empty_db):
     migration.upgrade('head', engine=empty_db.engine)
-    assert migration.version(engine=empty_db.engine) == UPSTREAM_CHAIN[-1]
+    assert migration.version(engine=empty_db.engine) == CHAIN[-1]
     assert _diff(empty_db.engine) == []
+    with empty_db.engine.connect() as conn:
+        slots = dict(conn.execute(sa.select(
+            models.CHANGE_SLOT.c.slot, models.CHANGE_SLOT.c.seq)).all())
+    # Every counter at 0, and an epoch of this database's own.
+    assert sorted(slots) == list(range(-1, models.CHANGE_SLOTS))
+    assert slots.pop(-1) > 0 and set(slots.values()) == {0}
 
 
 def test_upgraded_schema_has_every_model_column_and_index(empty_db):
@@ -84,7 +92,7 @@ def test_upgraded_schema_has_every_model_column_and_index(empty_db):
 
 
 def test_upgrade_one_revision_at_a_time(empty_db):
-    for revision in UPSTREAM_CHAIN:
+    for revision in CHAIN:
         migration.upgrade(revision, engine=empty_db.engine)
         assert migration.version(engine=empty_db.engine) == revision
     assert _diff(empty_db.engine) == []
@@ -93,7 +101,7 @@ def test_upgrade_one_revision_at_a_time(empty_db):
 def test_upgrade_is_a_no_op_at_head(empty_db):
     migration.upgrade('head', engine=empty_db.engine)
     migration.upgrade('head', engine=empty_db.engine)
-    assert migration.version(engine=empty_db.engine) == UPSTREAM_CHAIN[-1]
+    assert migration.version(engine=empty_db.engine) == CHAIN[-1]
 
 
 def test_stamp_then_version(empty_db):
@@ -135,7 +143,7 @@ def test_old_data_blocks_the_upgrade_until_online_migrations_ran(empty_db):
         result.stdout)
 
     migration.upgrade('head', engine=engine)
-    assert migration.version(engine=engine) == UPSTREAM_CHAIN[-1]
+    assert migration.version(engine=engine) == CHAIN[-1]
 
 
 _BOOT = '''
@@ -164,7 +172,7 @@ def test_workers_starting_together_on_a_fresh_database(empty_db):
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err[-3000:]
         assert out.strip().splitlines()[-1] == 'booted'
-    assert migration.version(engine=empty_db.engine) == UPSTREAM_CHAIN[-1]
+    assert migration.version(engine=empty_db.engine) == CHAIN[-1]
     with empty_db.engine.connect() as conn:
         names = [r[0] for r in conn.execute(sa.select(models.TRAIT.c.name))]
     assert sorted(names) == sorted(os_traits.get_traits())

@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from placement.db import prepared
+from placement.objects.candidates import gather
 from placement.tests import db as test_db
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
@@ -22,6 +23,14 @@ FLAT = ('/allocation_candidates?resources=VCPU:1,MEMORY_MB:64'
         '&member_of=%s&required=HW_CPU_X86_AVX2' % AGG)
 NESTED = ('/allocation_candidates?resources_A=VCPU:1&resources_B=VCPU:1'
           '&group_policy=isolate')
+
+
+@pytest.fixture(autouse=True)
+def sql_gatherer(monkeypatch):
+    """Prepared statements, ping skipping and the flat statement are the
+    SQL gatherer's (gather.py), the engine of databases that do not count
+    their changes."""
+    monkeypatch.setattr(gather, 'USE_WORLD', False)
 
 
 def _world(roots=6, numa=True):

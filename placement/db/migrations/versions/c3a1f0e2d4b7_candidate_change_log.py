@@ -1,0 +1,39 @@
+"""Change counters and change log for the allocation-candidates index.
+
+Not upstream's: every write to what allocation candidates read
+(inventories, allocations, traits, aggregates, providers) counts itself
+here, so each API process can keep the world in memory and refresh it
+exactly (see placement/objects/candidates/world.py). Upstream's
+placement-manage ignores these tables.
+
+Revision ID: c3a1f0e2d4b7
+Revises: a082b8bb98d0
+"""
+from alembic import op
+import sqlalchemy as sa
+
+from placement.db import models
+
+revision = 'c3a1f0e2d4b7'
+down_revision = 'a082b8bb98d0'
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    slots = op.create_table(
+        'placement_change_slots',
+        sa.Column('created_at', sa.DateTime, nullable=True),
+        sa.Column('updated_at', sa.DateTime, nullable=True),
+        sa.Column('slot', sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column('seq', sa.BigInteger, nullable=False))
+    op.create_table(
+        'placement_changes',
+        sa.Column('created_at', sa.DateTime, nullable=True),
+        sa.Column('updated_at', sa.DateTime, nullable=True),
+        sa.Column('slot', sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column('seq', sa.BigInteger, primary_key=True,
+                  autoincrement=False),
+        sa.Column('resource_provider_id', sa.Integer, primary_key=True,
+                  autoincrement=False))
+    op.bulk_insert(slots, models.change_slot_rows())

@@ -1,0 +1,606 @@
+"""Allocation candidates searched in the in-memory world (``world.py``).
+
+The general algorithm, in one place:
+
+1. resolve names to ids (``_Request``); names that do not exist answer
+   as upstream does (400, or an empty answer when an earlier group has
+   no candidates anyway);
+2. walk the trees' roots -- by id, or in random order (``_walk``) -- a
+   batch at a time; per batch and per request group collect, per anchor
+   root, the providers able to serve the group on their own (capacity,
+   min_unit, max_unit, step_size, traits, aggregates, in_tree,
+   root_required), plus the sharing providers anchored to the root by an
+   aggregate (``_Request.groups_for``);
+3. hand those to the pure combiner (``combine.py``), which yields the
+   candidates lazily, and stop at the limit.
+
+The rules each group follows are upstream's, the same as the SQL
+gatherer's (``gather.py``, still used for databases that do not count
+their changes):
+
+* numbered group: one provider holds every resource, every required
+  trait, none of the forbidden ones, is itself in the member_of aggregates
+  and not in a forbidden one; its anchor is its root, plus, for a sharing
+  provider, every root it shares an aggregate with;
+* unnumbered group: each class may come from a different provider of the
+  anchor's tree or from a sharing provider; a provider qualifies for
+  member_of when it or the anchor root is in the aggregates (a root's
+  aggregates span its tree), and a sharing provider must itself be in
+  them; forbidden aggregates exclude a provider in them or under a root in
+  them; traits are judged on the providers used, together (combine);
+* resourceless numbered groups (1.36) match providers by their traits and
+  aggregates only.
+
+One fast path, behind one seam (``_flat``): a world without child or
+sharing providers, asked for one unnumbered group, where every
+candidate is one provider holding the whole request. Its answer is the
+general path's (``test_candidates_search.py`` checks they agree).
+
+How it stays flat in the number of providers under a limit: the walk
+stops as soon as ``limit`` candidates are found, and with randomize on it
+draws roots one at a time from a lazily built random permutation
+(``_random_order``), so the work is proportional to the roots it has to
+look at, not to the world. Each fitting root is equally likely to come
+at any place of the order: a fair sample of roots (within a root with
+several candidates, the combiner's order is shuffled too).
+"""
+import bisect
+import random
+
+import os_traits
+
+from placement import exception
+from placement.objects import aggregate as agg_obj
+from placement.objects.candidates import combine
+from placement.objects import resource_class as rc_obj
+from placement.objects import trait as trait_obj
+
+SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
+# Roots looked at in the first batch of a walk (each next is four times
+# more), and at least this many per candidate still wanted.
+_FIRST_BATCH = 8
+# The search's windows of root ids (breadth-first under a cap), as the
+# SQL gatherer's, so that its round-robin order is the same.
+_ROOTS_PER_CANDIDATE = 16
+_MIN_WINDOW = 64
+
+
+class Empty(Exception):
+    """Nothing can match: answer with no candidates."""
+
+
+class _Group:
+    """A request group with names resolved to ids."""
+
+    def __init__(self, rg, rc_ids, required, forbidden, member_of,
+                 forbidden_aggs, tree_root):
+        self.rg = rg
+        self.suffix = rg.suffix
+        self.numbered = rg.use_same_provider
+        self.resources = list(rg.resources.items())     # [(name, amount)]
+        self.amounts = [(rc_ids[name], amount)
+                        for name, amount in self.resources]
+        self.rc_ids = rc_ids                            # {name: id}
+        self.required = required                        # [set(ids)]
+        self.forbidden = forbidden                      # set(ids)
+        self.member_of = member_of                      # [set(agg ids)]
+        self.forbidden_aggs = forbidden_aggs            # set(agg ids)
+        self.tree_root = tree_root                      # root id or None
+
+
+def _trait_ids(ctx, names):
+    return {trait_obj.id_for_name(ctx, name) for name in names}
+
+
+def _fits(inv, amount):
+    """The inventory (see world.Rec) can take ``amount`` more."""
+    limit, min_unit, max_unit, step, used = inv
+    return (used + amount <= limit and min_unit <= amount <= max_unit
+            and step and amount % step == 0)
+
+
+def _random_order(items):
+    """``items`` in a uniformly random order, drawn lazily: a
+    Fisher-Yates shuffle whose swaps are kept in a dict, so taking k
+    items costs O(k) whatever len(items)."""
+    n = len(items)
+    moved = {}
+    randrange = random.randrange
+    for i in range(n):
+        j = randrange(i, n)
+        pick = moved.get(j, j)
+        moved[j] = moved.get(i, i)
+        yield items[pick]
+
+
+class _Request:
+    """One request resolved against ``world``."""
+
+    def __init__(self, ctx, conn, world, groups, wide):
+        self.ctx = ctx
+        self.world = world
+        self.rps = world.rps
+        self.wide = wide
+        self.trees = world.children > 0
+        self.sharing = self._sharing_providers()
+        self._sharing_rows = {}
+        self._tree_traits = {}
+        self.groups = self._resolve(conn, groups)
+
+    def _sharing_providers(self):
+        try:
+            tid = trait_obj.id_for_name(self.ctx, SHARING_TRAIT)
+        except exception.TraitNotFound:
+            return frozenset()
+        return frozenset(self.world.by_trait.get(tid, ()))
+
+    # -- names to ids -------------------------------------------------------
+
+    def _resolve(self, conn, groups):
+        wide = self.wide
+        self.root_required = _trait_ids(self.ctx, sorted(wide.root_required))
+        self.root_forbidden = _trait_ids(self.ctx, sorted(wide.root_forbidden))
+        if self.root_required or self.root_forbidden:
+            if not any(self.rps[r].parent is None and self.root_ok(r)
+                       for r in self.world.roots if r in self.rps):
+                raise Empty()
+        agg_uuids = set()
+        for rg in groups.values():
+            for any_of in rg.member_of:
+                agg_uuids |= any_of
+            agg_uuids |= rg.forbidden_aggs
+        agg_ids = agg_obj.ids_for_uuids(conn, agg_uuids)
+        resolved = []
+        empty = False
+        for rg in groups.values():
+            try:
+                rc_ids = {name: rc_obj.id_for_name(self.ctx, name)
+                          for name in rg.resources}
+            except exception.ResourceClassNotFound:
+                self._empty_before_error(resolved)
+                raise
+            member_of = []
+            for any_of in rg.member_of:
+                ids = {agg_ids[u] for u in any_of if u in agg_ids}
+                if not ids:
+                    empty = True
+                member_of.append(ids)
+            try:
+                required = [_trait_ids(self.ctx, sorted(any_of))
+                            for any_of in rg.required]
+                forbidden = _trait_ids(self.ctx, sorted(rg.forbidden))
+            except exception.TraitNotFound:
+                # Upstream looks at member_of before traits.
+                if empty or (member_of and not self._any_in_all(member_of)):
+                    raise Empty()
+                self._empty_before_error(resolved)
+                raise
+            forbidden_aggs = {agg_ids[u] for u in rg.forbidden_aggs
+                              if u in agg_ids}
+            tree_root = None
+            if rg.in_tree:
+                rid = self.world.by_uuid.get(rg.in_tree)
+                if rid is None and conn.dialect.name == 'mysql':
+                    # MySQL's collation matches a uuid in any case.
+                    wanted = rg.in_tree.lower()
+                    rid = next((i for u, i in self.world.by_uuid.items()
+                                if u.lower() == wanted), None)
+                if rid is None:
+                    empty = True
+                else:
+                    tree_root = self.rps[rid].root
+            resolved.append(_Group(rg, rc_ids, required, forbidden,
+                                   member_of, forbidden_aggs, tree_root))
+        if empty:
+            raise Empty()
+        return resolved
+
+    def _any_in_all(self, member_of):
+        first = set()
+        for aid in member_of[0]:
+            first |= self.world.by_agg.get(aid, set())
+        return any(all(self.rps[rid].aggs & m for m in member_of)
+                   for rid in first)
+
+    def _empty_before_error(self, resolved):
+        """Upstream resolves names group by group and stops at the first
+        group with no candidates, answering 200 and an empty body before it
+        meets a bad name further on; do the same."""
+        saved = getattr(self, 'groups', None)
+        try:
+            for g in resolved:
+                if g.member_of and not all(g.member_of):
+                    raise Empty()
+                if g.tree_root is None and g.rg.in_tree:
+                    raise Empty()
+                self.groups = [g]
+                cgroups = self.groups_for(self.world.roots)
+                if not cgroups:
+                    raise Empty()
+                anchors = combine.viable_anchors(cgroups)
+                provs = self.providers(anchors, self.sharing)
+                if next(combine.combine(provs, cgroups, anchors=anchors),
+                        None) is None:
+                    raise Empty()
+        finally:
+            self.groups = saved
+
+    # -- filters ------------------------------------------------------------
+
+    def root_ok(self, root):
+        rec = self.rps.get(root)
+        if rec is None:
+            return False
+        traits = rec.traits
+        if self.root_required and not self.root_required <= traits:
+            return False
+        return not (self.root_forbidden and self.root_forbidden & traits)
+
+    def _tree_has(self, root, any_of):
+        traits = self._tree_traits.get(root)
+        if traits is None:
+            traits = set()
+            for rid in self.world.trees.get(root, ()):
+                traits |= self.rps[rid].traits
+            self._tree_traits[root] = traits
+        return not traits.isdisjoint(any_of)
+
+    def _passes(self, g, rec):
+        """``rec`` meets group ``g``'s trait and aggregate filters."""
+        if g.forbidden and not g.forbidden.isdisjoint(rec.traits):
+            return False
+        if g.numbered:
+            for any_of in g.required:
+                if any_of.isdisjoint(rec.traits):
+                    return False
+            for any_of in g.member_of:
+                if any_of.isdisjoint(rec.aggs):
+                    return False
+            return not (g.forbidden_aggs and
+                        not g.forbidden_aggs.isdisjoint(rec.aggs))
+        root = self.rps.get(rec.root, rec)
+        if g.member_of:
+            if not (all(not m.isdisjoint(rec.aggs) for m in g.member_of) or
+                    all(not m.isdisjoint(root.aggs) for m in g.member_of)):
+                return False
+        if g.forbidden_aggs and not (g.forbidden_aggs.isdisjoint(rec.aggs)
+                                     and g.forbidden_aggs.isdisjoint(
+                                         root.aggs)):
+            return False
+        if g.required and not self.sharing:
+            # Without sharing providers the traits must come from the
+            # tree itself: drop trees lacking one of the any-of sets.
+            for any_of in g.required:
+                if self.trees:
+                    if not self._tree_has(rec.root, any_of):
+                        return False
+                elif any_of.isdisjoint(rec.traits):
+                    return False
+        return True
+
+    def _rows_of(self, g, rec, out):
+        """Append (provider, root, class id) for each class ``rec`` can
+        serve on its own for ``g`` ((provider, root, None) for a
+        resourceless group it matches)."""
+        if not g.amounts:
+            # Upstream finds nothing without a positive filter.
+            if (g.required or g.member_of) and self._passes(g, rec):
+                out.append((rec.id, rec.root, None))
+            return
+        inv = rec.inv
+        fitting = [(rec.id, rec.root, rc) for rc, amount in g.amounts
+                   if rc in inv and _fits(inv[rc], amount)]
+        if fitting and self._passes(g, rec):
+            out.extend(fitting)
+
+    def _sharing_rows_for(self, g):
+        """Rows of sharing providers able to serve ``g`` (any root)."""
+        rows = self._sharing_rows.get(g.suffix)
+        if rows is not None:
+            return rows
+        rows = []
+        if self.sharing and not (g.tree_root is not None and not g.numbered):
+            for sp in sorted(self.sharing):
+                rec = self.rps[sp]
+                if (g.tree_root is not None and g.amounts and
+                        rec.root != g.tree_root):
+                    continue
+                if (not g.numbered and g.member_of and not all(
+                        not m.isdisjoint(rec.aggs) for m in g.member_of)):
+                    # The sharing provider itself must be in them.
+                    continue
+                self._rows_of(g, rec, rows)
+        self._sharing_rows[g.suffix] = rows
+        return rows
+
+    # -- a batch of roots ------------------------------------------------
+
+    def groups_for(self, roots):
+        """combine.Group per request group for the trees under ``roots``
+        (ascending ids); None when some group has nothing there."""
+        world = self.world
+        rps = self.rps
+        ok_roots = [r for r in roots if self.root_ok(r)] \
+            if self.root_required or self.root_forbidden else roots
+        per_group = []
+        sharing_used = set()
+        for g in self.groups:
+            rows = []
+            for root in ok_roots:
+                if (g.tree_root is not None and g.amounts and
+                        root != g.tree_root):
+                    # in_tree is ignored by upstream for resourceless
+                    # groups.
+                    continue
+                for rid in world.trees.get(root, ()):
+                    self._rows_of(g, rps[rid], rows)
+            srows = self._sharing_rows_for(g) if self.sharing else []
+            sharing_used.update(r[0] for r in srows)
+            if not rows and not srows:
+                return None
+            per_group.append((g, rows, srows))
+        anchors_of = self._anchors_of(sharing_used, roots)
+        out = []
+        for g, rows, srows in per_group:
+            bad_roots = set()
+            if srows and g.forbidden_aggs and not g.numbered:
+                for roots_ in anchors_of.values():
+                    bad_roots.update(
+                        r for r in roots_
+                        if not g.forbidden_aggs.isdisjoint(rps[r].aggs))
+            out.append(self._to_combine_group(g, rows, srows, anchors_of,
+                                              bad_roots))
+        return out
+
+    def _anchors_of(self, sharing_ids, roots):
+        """{sharing provider id: {roots among ``roots`` whose tree has a
+        provider sharing an aggregate with it}}, roots judged by
+        root_required/root_forbidden."""
+        if not sharing_ids:
+            return {}
+        rps = self.rps
+        sp_aggs = {sp: rps[sp].aggs for sp in sharing_ids if rps[sp].aggs}
+        out = {}
+        if not sp_aggs:
+            return out
+        filtered = self.root_required or self.root_forbidden
+        for root in roots:
+            if filtered and not self.root_ok(root):
+                continue
+            tree_aggs = set()
+            for rid in self.world.trees.get(root, ()):
+                tree_aggs |= rps[rid].aggs
+            if not tree_aggs:
+                continue
+            for sp, aggs in sp_aggs.items():
+                if not aggs.isdisjoint(tree_aggs):
+                    out.setdefault(sp, set()).add(root)
+        return out
+
+    def _to_combine_group(self, g, rows, srows, anchors_of, bad_roots):
+        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
+        if g.numbered:
+            # provider -> classes it can serve; keep those serving all.
+            served = {}
+            root_of = {}
+            for rp, root, rc in rows:
+                served.setdefault(rp, set()).add(rc)
+                root_of[rp] = root
+            need = set(g.rc_ids.values())
+            by_anchor = {}
+            for rp in sorted(served):
+                if served[rp] >= need:
+                    by_anchor.setdefault(root_of[rp], []).append(rp)
+            s_served = {}
+            for rp, root, rc in srows:
+                s_served.setdefault(rp, set()).add(rc)
+            for rp in sorted(s_served):
+                if s_served[rp] >= need:
+                    for anchor in sorted(anchors_of.get(rp, ())):
+                        lst = by_anchor.setdefault(anchor, [])
+                        if rp not in lst:
+                            lst.append(rp)
+            return combine.Group(g.suffix, g.resources, by_anchor)
+        by_anchor = {}
+        for rp, root, rc in sorted(rows):
+            by_anchor.setdefault(root, {}).setdefault(
+                names[rc], []).append(rp)
+        for rp, root, rc in sorted(srows):
+            for anchor in sorted(anchors_of.get(rp, ())):
+                if anchor in bad_roots:
+                    continue
+                lst = by_anchor.setdefault(anchor, {}).setdefault(
+                    names[rc], [])
+                if rp not in lst:
+                    lst.append(rp)
+        return combine.Group(
+            g.suffix, g.resources, by_anchor,
+            required=[set(g_ids) for g_ids in g.rg.required],
+            forbidden=set(g.rg.forbidden))
+
+    def providers(self, roots, rp_ids=()):
+        """{id: combine.Provider} of the whole trees under ``roots`` and
+        of the trees of ``rp_ids``."""
+        roots = set(roots)
+        roots.update(self.rps[rid].root for rid in rp_ids)
+        return self.world.tree_providers(sorted(roots))
+
+    # -- the fast path ------------------------------------------------------
+
+    def flat_group(self):
+        """The request's only group when the world is flat and the request
+        is a flat world's (see _flat); None otherwise."""
+        if (self.trees or self.sharing or len(self.groups) != 1 or
+                self.wide.same_subtrees):
+            return None
+        g = self.groups[0]
+        if g.numbered or not g.amounts:
+            return None
+        return g
+
+    def flat_fits(self, g, rec):
+        """Whether provider ``rec`` (a root without children, no sharing
+        anywhere) alone is a candidate for ``g``: what the general path
+        asks of it, in one pass (its filters, then the combiner's
+        capacity check)."""
+        if g.tree_root is not None and rec.root != g.tree_root:
+            return False
+        inv = rec.inv
+        for rc, amount in g.amounts:
+            one = inv.get(rc)
+            if one is None or not _fits(one, amount):
+                return False
+        if not self._passes(g, rec):
+            return False
+        if (self.root_required or self.root_forbidden) and not self.root_ok(
+                rec.id):
+            return False
+        prov_inv = rec.prov.inventory
+        for name, amount in g.resources:
+            capacity, used, max_unit = prov_inv[name]
+            if used + amount > capacity or amount > max_unit:
+                return False
+        return True
+
+
+def _flat(req, g, roots, cap):
+    """Seam of the fast path: the candidates among ``roots`` (in that
+    order) when req.flat_group() is ``g``, up to ``cap``; with the
+    providers they use."""
+    combine_group = combine.Group(
+        g.suffix, g.resources, {},
+        required=[set(any_of) for any_of in g.rg.required],
+        forbidden=set(g.rg.forbidden))
+    rps = req.rps
+    fits = req.flat_fits
+    chosen = []
+    for root in roots:
+        rec = rps[root]
+        if fits(g, rec):
+            chosen.append(root)
+            if cap is not None and len(chosen) >= cap:
+                break
+    providers = {rid: rps[rid].prov for rid in chosen}
+    return combine.Candidate.wholes(combine_group, chosen), providers
+
+
+def _first(cap):
+    return _FIRST_BATCH if cap is None else max(_FIRST_BATCH, cap)
+
+
+def _batches(roots, first):
+    """``roots`` (an iterator) in lists of ``first``, then four times
+    more each."""
+    size = first
+    while True:
+        batch = []
+        for root in roots:
+            batch.append(root)
+            if len(batch) >= size:
+                break
+        if not batch:
+            return
+        yield batch
+        size *= 4
+
+
+def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
+    """Candidates from the trees under ``batches`` (an iterator of lists
+    of roots), anchor by anchor in each batch's order (breadth-first:
+    round-robin across one batch's anchors), up to ``cap``; and the
+    providers of the trees looked at."""
+    isolate = wide.group_policy == 'isolate'
+    has_trees = req.trees
+    found = []
+    providers = {}
+    seen = set()
+    for batch in batches:
+        cgroups = req.groups_for(batch)
+        if cgroups is None:
+            continue
+        viable = set(combine.viable_anchors(cgroups))
+        if not viable:
+            continue
+        anchors = [r for r in batch if r in viable]
+        used_sharing = set()
+        for cg in cgroups:
+            for per in cg.by_anchor.values():
+                if cg.same_provider:
+                    used_sharing.update(rp for rp in per
+                                        if rp in req.sharing)
+                else:
+                    for lst in per.values():
+                        used_sharing.update(rp for rp in lst
+                                            if rp in req.sharing)
+        providers.update(req.providers(anchors, used_sharing))
+        gen = combine.combine(
+            providers, cgroups, isolate=isolate,
+            same_subtrees=wide.same_subtrees,
+            one_provider_per_tree=not nested_aware and has_trees,
+            strategy=strategy, anchors=anchors, seen=seen,
+            rng=rng, shared_ids=req.sharing)
+        for cand in gen:
+            found.append(cand)
+            if cap is not None and len(found) >= cap:
+                return found, providers
+    return found, providers
+
+
+def _windows(req, cap):
+    """Breadth-first under a cap: the roots in the SQL gatherer's windows
+    of root ids (its round-robin runs across one window's anchors)."""
+    world = req.world
+    if not world.rps:
+        return
+    lo = min(world.rps)
+    hi = max(world.rps) + 1
+    step = max(_MIN_WINDOW, _ROOTS_PER_CANDIDATE * cap)
+    start = lo
+    while start < hi:
+        end = min(hi, start + step)
+        i = bisect.bisect_left(world.roots, start)
+        j = bisect.bisect_left(world.roots, end)
+        yield world.roots[i:j]
+        start = end
+        step *= 4
+
+
+def find(ctx, conn, world, groups, wide, nested_aware=True,
+         max_candidates=-1, strategy='depth-first', randomize=False):
+    """(candidates, providers, has_trees) as gather.find answers, from
+    ``world`` (refreshed by the caller, its lock held)."""
+    try:
+        req = _Request(ctx, conn, world, groups, wide)
+    except Empty:
+        return [], {}, world.children > 0
+    has_trees = req.trees
+    cap = max_candidates if (max_candidates is not None and
+                             max_candidates >= 0) else None
+    sample = randomize and wide.limit is not None
+    if wide.limit is not None and (not randomize or sample):
+        cap = wide.limit if cap is None else min(cap, wide.limit)
+    roots = world.roots
+    if sample:
+        # A random sample of the fitting roots, looked at one by one.
+        order = _random_order(roots)
+        rng = random
+    else:
+        order = iter(roots)
+        rng = None
+    g = req.flat_group()
+    if g is not None:
+        found, providers = _flat(req, g, order, cap)
+    else:
+        if sample:
+            batches = _batches(order, _first(cap))
+        elif strategy == 'breadth-first':
+            # The SQL gatherer's windows, for the same round-robin.
+            batches = (_windows(req, cap) if cap is not None
+                       else iter([list(roots)]))
+        else:
+            batches = _batches(order, _first(cap))
+        found, providers = _walk(req, batches, cap, wide, nested_aware,
+                                 strategy, rng)
+    if randomize:
+        random.shuffle(found)
+    return found, providers, has_trees

@@ -1,0 +1,295 @@
+"""The world allocation candidates are searched in, kept in memory.
+
+Each process holds, per database, every provider with its place in its
+tree, inventories with usage, traits and aggregates (``World``), and
+refreshes it at the start of every request by a change check that is
+exact (see ``placement/objects/changes.py``): one query reads the
+change counters of ``CHANGE_SLOTS`` slots; for the slots that moved, one
+more reads which providers changed since, and only those are read again.
+A request therefore sees every write committed before it began, through
+whichever process or API node made it, and costs the database two tiny
+queries instead of a search.
+
+A full load happens on first use, when the database's epoch changes (a
+new database, or ``changes.new_epoch``), and when this process is further
+behind than the change log keeps.
+"""
+import bisect
+import collections
+import struct
+import threading
+import weakref
+
+import sqlalchemy as sa
+
+from placement.db import models
+from placement.objects.candidates import combine
+from placement.objects import changes
+from placement.objects import resource_class as rc_obj
+from placement.objects import trait as trait_obj
+
+_RP = models.RP
+_INV = models.INV
+_ALLOC = models.ALLOC
+_RPT = models.RPT
+_RPA = models.RPA
+_SLOT = models.CHANGE_SLOT
+_CHANGE = models.CHANGE
+
+# Providers read per statement on a partial reload.
+_CHUNK = 500
+
+
+def _float32(value):
+    """``value`` as MySQL computes with a FLOAT column: single precision,
+    widened to double."""
+    return struct.unpack('f', struct.pack('f', value))[0]
+
+
+class Rec:
+    """One provider as the search reads it.
+
+    ``inv`` is {class id: (limit, min_unit, max_unit, step_size, used)}
+    where ``limit`` is ``(total - reserved) * allocation_ratio`` as the
+    database computes it (the capacity test is ``used + amount <=
+    limit``); ``traits`` and ``aggs`` are frozensets of ids; ``prov`` is
+    the combine.Provider handed to the combiner and the summaries.
+    Never changed once made: a refresh replaces it."""
+
+    __slots__ = ('id', 'uuid', 'parent', 'root', 'inv', 'traits', 'aggs',
+                 'prov')
+
+    def __init__(self, id, uuid, parent, root):
+        self.id = id
+        self.uuid = uuid
+        self.parent = parent
+        self.root = root
+        self.inv = {}
+        self.traits = frozenset()
+        self.aggs = frozenset()
+        self.prov = None
+
+
+class World:
+    """Every provider of one database, and the change counters it
+    reflects. ``lock`` is held while refreshing and while a search
+    reads."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.epoch = None
+        self.slots = {}
+        self.rps = {}                               # id -> Rec
+        self.trees = {}                             # root id -> [ids]
+        self.roots = []                             # sorted root ids
+        self.by_trait = collections.defaultdict(set)    # trait id -> ids
+        self.by_agg = collections.defaultdict(set)      # agg id -> ids
+        self.by_uuid = {}                           # uuid -> id
+        self.children = 0                           # providers w/ parent
+        self.loads = 0                              # full loads (tests)
+
+    # -- the change check -------------------------------------------------
+
+    def refresh(self, ctx, conn):
+        """Bring the world up to every change committed so far."""
+        current = dict(conn.execute(
+            sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
+        epoch = current.pop(changes.EPOCH_SLOT, None)
+        if not self.loads or epoch != self.epoch:
+            self._load(ctx, conn, None)
+            self.epoch = epoch
+            self.slots = current
+            return
+        seen = self.slots
+        moved = {s: v for s, v in current.items() if seen.get(s, 0) != v}
+        if not moved:
+            return
+        if any(v < seen.get(s, 0) or v - seen.get(s, 0) >= changes.KEEP
+               for s, v in moved.items()):
+            self._load(ctx, conn, None)
+        else:
+            conds = [sa.and_(_CHANGE.c.slot == s,
+                             _CHANGE.c.seq > seen.get(s, 0),
+                             _CHANGE.c.seq <= v)
+                     for s, v in sorted(moved.items())]
+            ids = {r[0] for r in conn.execute(
+                sa.select(_CHANGE.c.resource_provider_id).where(
+                    sa.or_(*conds)))}
+            self._load(ctx, conn, ids)
+        self.slots = current
+
+    # -- loading ----------------------------------------------------------
+
+    def _read(self, conn, ids):
+        """Rows of providers ``ids`` (all of them if None)."""
+        def chunks():
+            if ids is None:
+                yield None
+                return
+            ordered = sorted(ids)
+            for i in range(0, len(ordered), _CHUNK):
+                yield ordered[i:i + _CHUNK]
+
+        rps, invs, usage, traits, aggs = [], [], [], [], []
+        for chunk in chunks():
+            def only(col):
+                return [] if chunk is None else [col.in_(chunk)]
+            rps += conn.execute(sa.select(
+                _RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
+                _RP.c.root_provider_id).where(*only(_RP.c.id))).all()
+            invs += conn.execute(sa.select(
+                _INV.c.resource_provider_id, _INV.c.resource_class_id,
+                _INV.c.total, _INV.c.reserved, _INV.c.allocation_ratio,
+                _INV.c.min_unit, _INV.c.max_unit, _INV.c.step_size).where(
+                *only(_INV.c.resource_provider_id))).all()
+            usage += conn.execute(sa.select(
+                _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id,
+                sa.func.sum(_ALLOC.c.used)).where(
+                *only(_ALLOC.c.resource_provider_id)).group_by(
+                _ALLOC.c.resource_provider_id,
+                _ALLOC.c.resource_class_id)).all()
+            traits += conn.execute(sa.select(
+                _RPT.c.resource_provider_id, _RPT.c.trait_id).where(
+                *only(_RPT.c.resource_provider_id))).all()
+            aggs += conn.execute(sa.select(
+                _RPA.c.resource_provider_id, _RPA.c.aggregate_id).where(
+                *only(_RPA.c.resource_provider_id))).all()
+        return rps, invs, usage, traits, aggs
+
+    def _load(self, ctx, conn, ids):
+        """Read providers ``ids`` again (every provider if None).
+
+        Equal values are stored once (``same``): most providers of a
+        cloud have the same traits, aggregates and inventories, so this
+        keeps a large world small (see doc/candidates-engine.rst)."""
+        rps, invs, usage, traits, aggs = self._read(conn, ids)
+        everything = ids is None
+        if everything:
+            self.rps = {}
+            self.trees = {}
+            self.roots = []
+            self.by_trait = collections.defaultdict(set)
+            self.by_agg = collections.defaultdict(set)
+            self.by_uuid = {}
+            self.children = 0
+            self.loads += 1
+        else:
+            for rp_id in ids:
+                self._drop(rp_id)
+        same = {}
+
+        def once(value):
+            return same.setdefault(value, value)
+
+        rc_names = combine.OnFirstUse(
+            lambda rc: rc_obj.name_for_id(ctx, rc))
+        trait_names = combine.OnFirstUse(
+            lambda tid: trait_obj.name_for_id(ctx, tid))
+        mysql = conn.dialect.name == 'mysql'
+        used = {(rid, rc): int(n or 0) for rid, rc, n in usage}
+        inv = collections.defaultdict(list)
+        for rid, rc, total, reserved, ratio, min_unit, max_unit, step in invs:
+            n = used.get((rid, rc), 0)
+            sql_ratio = _float32(ratio) if mysql else ratio
+            inv[rid].append((rc, once((
+                (total - reserved) * sql_ratio, min_unit, max_unit, step,
+                n)), once((int((total - reserved) * ratio), n, max_unit))))
+        trait_ids = collections.defaultdict(list)
+        for rid, tid in traits:
+            trait_ids[rid].append(tid)
+        agg_ids = collections.defaultdict(list)
+        for rid, aid in aggs:
+            agg_ids[rid].append(aid)
+        listed = {}
+        for rid, uuid, parent, root in sorted(rps):
+            # A provider written before nested providers, not migrated
+            # yet, is its own root.
+            rec = Rec(rid, uuid, parent, root if root is not None else rid)
+            tids = tuple(sorted(trait_ids.get(rid, ())))
+            names = listed.get(tids)
+            if names is None:
+                # In trait id order: see combine.Traits.
+                names = listed[tids] = combine.Traits(
+                    [trait_names[t] for t in tids])
+            rec.traits = once(frozenset(tids))
+            rec.aggs = once(frozenset(agg_ids.get(rid, ())))
+            mine = sorted(inv.get(rid, ()))
+            rec.inv = once(tuple((rc, limits) for rc, limits, _ in mine))
+            inventory = once(tuple((rc_names[rc], caps)
+                                   for rc, _, caps in mine))
+            # Dicts for the search, one per distinct inventory.
+            rec.inv = same.setdefault(('inv', rec.inv), dict(rec.inv))
+            rec.prov = combine.Provider(
+                rid, uuid, parent, rec.root, traits=names,
+                inventory=same.setdefault(('prov', inventory),
+                                          dict(inventory)))
+            self._add(rec, everything)
+        if everything:
+            self.roots = sorted(self.trees)
+
+    def _add(self, rec, bulk=False):
+        """Index ``rec``; ``bulk``: in id order during a full load, which
+        sorts the roots once at the end."""
+        self.rps[rec.id] = rec
+        self.by_uuid[rec.uuid] = rec.id
+        tree = self.trees.get(rec.root)
+        if tree is None:
+            tree = self.trees[rec.root] = []
+            if not bulk:
+                bisect.insort(self.roots, rec.root)
+        if bulk:
+            tree.append(rec.id)
+        else:
+            bisect.insort(tree, rec.id)
+        if rec.parent is not None:
+            self.children += 1
+        for tid in rec.traits:
+            self.by_trait[tid].add(rec.id)
+        for aid in rec.aggs:
+            self.by_agg[aid].add(rec.id)
+
+    def _drop(self, rp_id):
+        rec = self.rps.pop(rp_id, None)
+        if rec is None:
+            return
+        del self.by_uuid[rec.uuid]
+        tree = self.trees[rec.root]
+        tree.remove(rp_id)
+        if not tree:
+            del self.trees[rec.root]
+            self.roots.pop(bisect.bisect_left(self.roots, rec.root))
+        if rec.parent is not None:
+            self.children -= 1
+        for tid in rec.traits:
+            self.by_trait[tid].discard(rp_id)
+        for aid in rec.aggs:
+            self.by_agg[aid].discard(rp_id)
+
+    # -- what a search asks -------------------------------------------------
+
+    def tree_providers(self, roots):
+        """{id: combine.Provider} of the whole trees under ``roots``."""
+        out = {}
+        rps = self.rps
+        for root in roots:
+            for rid in self.trees.get(root, ()):
+                out[rid] = rps[rid].prov
+        return out
+
+
+# engine -> World
+_WORLDS = weakref.WeakKeyDictionary()
+_WORLDS_LOCK = threading.Lock()
+
+
+def for_connection(conn):
+    """This process's World of the database ``conn`` reads; None if that
+    database does not count its changes (see changes.counted)."""
+    if not changes.counted(conn):
+        return None
+    engine = conn.engine
+    world = _WORLDS.get(engine)
+    if world is None:
+        with _WORLDS_LOCK:
+            world = _WORLDS.setdefault(engine, World())
+    return world

@@ -1,0 +1,327 @@
+"""The in-memory world (candidates/world.py, search.py) answers exactly
+as the SQL gatherer, is never stale for a writer, and samples fairly.
+
+* Random worlds (the differential test's, side by side: trees, sharing
+  providers, usage, traits, aggregates) and random queries are answered
+  from memory and by the SQL gatherer (gather.py); bodies must be
+  identical, order included, with and without a limit, batches of any
+  size.
+* The flat fast path (search._flat) answers as the general path.
+* Writes through the API are seen by the very next request, without a
+  full reload; a second "process" (another World over the same database,
+  told nothing) sees them at its next refresh; a reader further behind
+  than the change log keeps reloads everything.
+* randomize_allocation_candidates with a limit: every fitting provider
+  comes up, no other.
+"""
+import collections
+import json
+import random
+import uuid as uuidlib
+
+import pytest
+import webob
+
+from placement.objects.candidates import gather
+from placement.objects.candidates import search
+from placement.objects.candidates import world as world_mod
+from placement.objects import changes
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional.fixtures import gabbits
+from placement.tests.functional import test_candidate_windows_random as twr
+from placement.tests.functional import test_candidates_differential as diff
+
+LATEST = '1.39'
+
+
+@pytest.fixture
+def finds(monkeypatch):
+    """How many answers came from memory."""
+    calls = collections.Counter()
+    real = search.find
+
+    def counting(*args, **kwargs):
+        calls['world'] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, 'find', counting)
+    return calls
+
+
+def _sql(monkeypatch, app, path, version):
+    with monkeypatch.context() as m:
+        m.setattr(gather, 'USE_WORLD', False)
+        return twr.get(app, path, version)
+
+
+@pytest.mark.parametrize('first_batch', [1, 8])
+def test_world_answers_as_the_sql_gatherer(first_batch, monkeypatch, finds):
+    monkeypatch.setattr(search, '_FIRST_BATCH', first_batch)
+    rnd = random.Random(20261124 + first_batch)
+    checked = 0
+    world = twr.glued_world(rnd, 6)
+    with gabbits.app_over_world(world) as app:
+        for _ in range(150):
+            path, version = diff.random_query(rnd, world)
+            if version >= '1.16' and rnd.random() < 0.4:
+                path += '&limit=%d' % rnd.choice([1, 2, 3, 7])
+            expected = _sql(monkeypatch, app, path, version)
+            got = twr.get(app, path, version)
+            assert got == expected, (path, version)
+            checked += expected[0] == 200 and bool(
+                expected[1]['allocation_requests'])
+    assert checked > 30
+    assert finds['world'] > 100
+
+
+@pytest.mark.parametrize('strategy', ['breadth-first'])
+def test_world_answers_as_the_sql_gatherer_breadth_first(strategy,
+                                                         monkeypatch,
+                                                         finds):
+    rnd = random.Random(20261125)
+    world = twr.glued_world(rnd, 6)
+    overrides = {('placement', 'allocation_candidates_generation_strategy'):
+                 strategy}
+    with gabbits.app_over_world(world, overrides) as app:
+        for _ in range(60):
+            path, version = diff.random_query(rnd, world)
+            if version >= '1.16' and rnd.random() < 0.5:
+                path += '&limit=%d' % rnd.choice([1, 2, 5])
+            assert twr.get(app, path, version) == _sql(
+                monkeypatch, app, path, version), (path, version)
+    assert finds['world'] > 50
+
+
+def test_flat_fast_path_answers_as_the_general_path(monkeypatch):
+    rnd = random.Random(20261126)
+    fast = collections.Counter()
+    real_flat = search._flat
+
+    def counting(*args):
+        fast['used'] += 1
+        return real_flat(*args)
+
+    monkeypatch.setattr(search, '_flat', counting)
+    world = twr.glued_world(rnd, 6, flat=True)
+    checked = 0
+    with gabbits.app_over_world(world) as app:
+        for _ in range(150):
+            path, version = diff.random_query(rnd, world)
+            if version >= '1.16' and rnd.random() < 0.4:
+                path += '&limit=%d' % rnd.choice([1, 2, 3, 1000])
+            with monkeypatch.context() as m:
+                m.setattr(search._Request, 'flat_group', lambda self: None)
+                expected = twr.get(app, path, version)
+            got = twr.get(app, path, version)
+            assert got == expected, (path, version)
+            checked += expected[0] == 200 and bool(
+                expected[1]['allocation_requests'])
+    assert checked > 30
+    assert fast['used'] > 30
+
+
+# -- never stale -----------------------------------------------------------
+
+def _call(app, method, path, body=None, version=LATEST):
+    req = webob.Request.blank(path, method=method, headers={
+        'x-auth-token': 'admin',
+        'openstack-api-version': 'placement %s' % version})
+    if body is not None:
+        req.body = json.dumps(body).encode()
+        req.content_type = 'application/json'
+    resp = req.get_response(app)
+    assert resp.status_int < 300, (method, path, resp.status, resp.body)
+    return json.loads(resp.body) if resp.body else None
+
+
+class _Cloud:
+    """Providers made through the API."""
+
+    def __init__(self, app):
+        self.app = app
+        self.gen = {}
+
+    def provider(self, name, parent=None):
+        rp = str(uuidlib.uuid4())
+        body = {'name': name, 'uuid': rp}
+        if parent:
+            body['parent_provider_uuid'] = parent
+        _call(self.app, 'POST', '/resource_providers', body)
+        self.gen[rp] = 0
+        return rp
+
+    def refresh_gen(self, rp):
+        self.gen[rp] = _call(self.app, 'GET', '/resource_providers/' + rp)[
+            'generation']
+
+    def inventory(self, rp, **totals):
+        self.refresh_gen(rp)
+        _call(self.app, 'PUT', '/resource_providers/%s/inventories' % rp, {
+            'resource_provider_generation': self.gen[rp],
+            'inventories': {rc: {'total': n} for rc, n in totals.items()}})
+
+    def traits(self, rp, *names):
+        for name in names:
+            _call(self.app, 'PUT', '/traits/' + name)
+        self.refresh_gen(rp)
+        _call(self.app, 'PUT', '/resource_providers/%s/traits' % rp, {
+            'resource_provider_generation': self.gen[rp],
+            'traits': list(names)})
+
+    def aggregates(self, rp, *aggs):
+        self.refresh_gen(rp)
+        _call(self.app, 'PUT', '/resource_providers/%s/aggregates' % rp, {
+            'resource_provider_generation': self.gen[rp],
+            'aggregates': list(aggs)})
+
+    def allocate(self, consumer, rp, **amounts):
+        _call(self.app, 'PUT', '/allocations/' + consumer, {
+            'allocations': {rp: {'resources': amounts}},
+            'project_id': str(uuidlib.uuid4()),
+            'user_id': str(uuidlib.uuid4()),
+            'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+
+
+def _providers(app, query):
+    body = _call(app, 'GET', '/allocation_candidates?' + query)
+    return sorted(body['provider_summaries'])
+
+
+def test_writes_through_the_api_are_seen_at_once(monkeypatch):
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        b = cloud.provider('b')
+        cloud.inventory(a, VCPU=4)
+        cloud.inventory(b, VCPU=2)
+        q = 'resources=VCPU:3'
+        assert _providers(app, q) == [a]
+        with engine.connect() as conn:
+            the_world = world_mod.for_connection(conn)
+        loads = the_world.loads
+
+        def same_as_sql(query):
+            got = twr.get(app, '/allocation_candidates?' + query, LATEST)
+            assert got == _sql(monkeypatch, app,
+                               '/allocation_candidates?' + query, LATEST)
+            return sorted(got[1]['provider_summaries'])
+
+        cloud.inventory(b, VCPU=8)                          # inventory
+        assert same_as_sql(q) == sorted([a, b])
+        consumer = str(uuidlib.uuid4())
+        cloud.allocate(consumer, b, VCPU=6)                 # allocation
+        assert same_as_sql(q) == [a]
+        _call(app, 'DELETE', '/allocations/' + consumer)    # its removal
+        assert same_as_sql(q) == sorted([a, b])
+        cloud.traits(b, 'CUSTOM_FAST')                      # traits
+        assert same_as_sql(q + '&required=CUSTOM_FAST') == [b]
+        agg = str(uuidlib.uuid4())
+        cloud.aggregates(a, agg)                            # aggregates
+        assert same_as_sql(q + '&member_of=' + agg) == [a]
+        c = cloud.provider('c', parent=a)                   # a new child
+        cloud.inventory(c, DISK_GB=10)
+        assert same_as_sql('resources=VCPU:1,DISK_GB:5') == sorted([a, c])
+        d = cloud.provider('d')                             # re-parented
+        cloud.inventory(d, DISK_GB=100)
+        _call(app, 'PUT', '/resource_providers/' + c,
+              {'name': 'c', 'parent_provider_uuid': d})
+        assert same_as_sql('resources=VCPU:1,DISK_GB:5') == []
+        assert same_as_sql('resources=DISK_GB:50') == sorted([c, d])
+        _call(app, 'DELETE', '/resource_providers/%s/inventories' % d)
+        assert same_as_sql('resources=DISK_GB:5') == sorted([c, d])
+        _call(app, 'DELETE', '/resource_providers/' + c)   # deleted
+        assert same_as_sql('resources=DISK_GB:5') == []
+        # All of it read provider by provider, never the whole world.
+        assert the_world.loads == loads
+
+
+def _second_process(engine, ctx):
+    """Another process's World over the same database: nothing tells it
+    about writes but the change counters."""
+    other = world_mod.World()
+    with engine.connect() as conn:
+        other.refresh(ctx, conn)
+    return other
+
+
+def _refresh(other, engine, ctx):
+    with engine.connect() as conn:
+        other.refresh(ctx, conn)
+
+
+@pytest.fixture
+def ctx():
+    from placement import context
+    return context.RequestContext(user_id='admin', project_id='admin')
+
+
+def test_another_process_sees_writes(ctx):
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        cloud.inventory(a, VCPU=4)
+        other = _second_process(engine, ctx)
+        rid = other.by_uuid[a]
+        assert other.rps[rid].prov.inventory['VCPU'] == (4, 0, 2147483647)
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=3)
+        _refresh(other, engine, ctx)
+        assert other.rps[rid].prov.inventory['VCPU'] == (4, 3, 2147483647)
+        assert other.loads == 1
+        b = cloud.provider('b')
+        _refresh(other, engine, ctx)
+        assert b in other.by_uuid and other.loads == 1
+
+
+def test_a_reader_behind_the_pruned_log_reloads_everything(ctx,
+                                                           monkeypatch):
+    monkeypatch.setattr(changes, 'KEEP', 3)
+    monkeypatch.setattr(changes, 'PRUNE_EVERY', 1)
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        other = _second_process(engine, ctx)
+        for total in range(1, 7):
+            cloud.inventory(a, VCPU=total)
+        _refresh(other, engine, ctx)
+        assert other.loads == 2
+        rid = other.by_uuid[a]
+        assert other.rps[rid].prov.inventory['VCPU'][0] == 6
+        cloud.inventory(a, VCPU=9)
+        _refresh(other, engine, ctx)
+        assert other.loads == 2
+        assert other.rps[rid].prov.inventory['VCPU'][0] == 9
+
+
+# -- a fair sample ---------------------------------------------------------
+
+@pytest.mark.parametrize('nested', [False, True])
+def test_randomized_limit_samples_every_fitting_provider(nested):
+    w = cw.WorldBuilder()
+    fitting = set()
+    for i in range(40):
+        name = 'cn%d' % i
+        w.provider(name)
+        if nested:
+            w.provider(name + '_numa', parent=name)
+        holder = name + '_numa' if nested else name
+        w.inventory(holder, 'VCPU', 8 if i % 4 else 1)
+        if i % 4:
+            fitting.add(holder)
+    overrides = {('placement', 'randomize_allocation_candidates'): True}
+    seen = collections.Counter()
+    with gabbits.app_over_world(w, overrides) as app:
+        for _ in range(150):
+            status, body = twr.get(
+                app, '/allocation_candidates?resources=VCPU:2&limit=3',
+                LATEST)
+            assert status == 200
+            assert len(body['allocation_requests']) == 3
+            for ar in body['allocation_requests']:
+                seen.update(list(ar['allocations']))
+    names = {r['uuid']: r['name'] for r in w.rps}
+    assert {names[u] for u in seen} == fitting
+    # 450 picks over 30 providers: each about 15 times.
+    assert min(seen.values()) >= 3
