@@ -25,6 +25,12 @@ def _put(app, consumer, rp, generation):
         body=json.dumps(body).encode()).get_response(app)
 
 
+def _split(statements):
+    """(statements of the write itself, statements of the change log)."""
+    log = [s for s in statements if 'placement_change' in s]
+    return len(statements) - len(log), len(log)
+
+
 def test_statements_per_put():
     w = cw.WorldBuilder()
     w.provider('cn', uuid='11111111-2222-3333-4444-555555555555')
@@ -43,12 +49,19 @@ def test_statements_per_put():
         sa.event.listen(engine, 'before_cursor_execute', record)
         try:
             assert _put(app, consumer, rp, None).status_int == 204
-            new = len(statements)
+            new, new_log = _split(statements)
             del statements[:]
             assert _put(app, consumer, rp, 1).status_int == 204
-            replace = len(statements)
+            replace, replace_log = _split(statements)
         finally:
             sa.event.remove(engine, 'before_cursor_execute', record)
+        # The change log the candidates' world reads (objects/changes.py):
+        # the provider's slot bumped (UPDATE ... RETURNING, or UPDATE then
+        # SELECT where the database has no RETURNING on UPDATE) and the
+        # provider logged.
+        log = 2 if engine.dialect.update_returning else 3
+        assert new_log == log, statements
+        assert replace_log == log
     # Lock (not on SQLite); owners, consumer and its claims; providers with
     # inventory and usage; insert consumer, insert claims, provider
     # generation. A replacement deletes instead of inserting the consumer
