@@ -4,6 +4,7 @@
     placement-manage capacity '<allocation candidates query>' [--json]
     placement-manage explain '<allocation candidates query>'
         [--provider X ...] [--json] [--microversion 1.39] [--sample N]
+    placement-manage reload
 """
 import json
 import sys
@@ -65,6 +66,19 @@ class OpsCommands:
         else:
             _print_capacity(report)
         return 0
+
+    def reload(self):
+        """Make every API process reload its in-memory copy of the
+        world: after writes made behind the API's back."""
+        from placement.objects import changes
+        if changes.reload_everywhere(self._context()):
+            print('Every API process reloads providers, inventories, usage, '
+                  'traits and aggregates on its next request.')
+            return 0
+        print('This database does not count its changes (run '
+              '"placement-manage db sync"); nothing to reload.',
+              file=sys.stderr)
+        return 1
 
     def explain(self):
         """Explain an allocation-candidates query (GET
@@ -267,3 +281,10 @@ def add_parsers(subparsers, ops):
                      help='how many other providers to explain (default '
                      '10)')
     sub.set_defaults(func=ops.explain)
+
+    text = ('Make every API process reload providers, inventories, usage, '
+            'traits and aggregates from the database on its next request: '
+            'after writes made behind the API\'s back (SQL by hand, an '
+            'upstream API node on the same database).')
+    sub = subparsers.add_parser('reload', help=text, description=text)
+    sub.set_defaults(func=ops.reload)

@@ -38,6 +38,7 @@ import weakref
 import sqlalchemy as sa
 from sqlalchemy import orm
 
+from placement.db import api as db_api
 from placement.db import models
 
 _SLOT = models.CHANGE_SLOT
@@ -130,6 +131,18 @@ def new_epoch(conn):
     if counted(conn):
         conn.execute(_SLOT.update().where(_SLOT.c.slot == EPOCH_SLOT)
                      .values(seq=models.change_slot_rows()[0]['seq']))
+
+
+@db_api.writer
+def reload_everywhere(ctx):
+    """``placement-manage reload``: a new epoch, so that every API process
+    reloads the whole world on its next request. Returns False when the
+    database does not count its changes (nothing keeps a copy then)."""
+    conn = ctx.session.connection()
+    if not counted(conn):
+        return False
+    new_epoch(conn)
+    return True
 
 
 @sa.event.listens_for(orm.Session, 'before_commit')

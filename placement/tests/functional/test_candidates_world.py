@@ -325,3 +325,29 @@ def test_randomized_limit_samples_every_fitting_provider(nested):
     assert {names[u] for u in seen} == fitting
     # 450 picks over 30 providers: each about 15 times.
     assert min(seen.values()) >= 3
+
+
+def test_reload_command_after_writes_behind_the_apis_back(tmp_path):
+    """SQL run by hand is not counted: the world keeps its copy until
+    ``placement-manage reload`` gives the database a new epoch."""
+    from placement.tests.functional import test_commands
+    import sqlalchemy as sa
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        cloud.inventory(a, VCPU=4)
+        q = 'resources=VCPU:3'
+        assert _providers(app, q) == [a]
+        with engine.begin() as conn:
+            conn.execute(sa.text('UPDATE inventories SET total = 2'))
+        assert _providers(app, q) == [a]      # the copy, as documented
+        conf_dir = tmp_path / 'etc'
+        conf_dir.mkdir()
+        (conf_dir / 'placement.conf').write_text(
+            '[placement_database]\nconnection = %s\n'
+            % engine.url.render_as_string(hide_password=False))
+        result = test_commands.manage(conf_dir, 'reload')
+        assert result.returncode == 0, result.stderr
+        assert 'next request' in result.stdout
+        assert _providers(app, q) == []
