@@ -29,9 +29,10 @@ from sqlalchemy.engine import make_url
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIST_NAME = 'openstack_placement_ng'
-# Upstream's newest migration: what "placement-manage db version" prints
-# after a sync, for upstream's and for ours.
-UPSTREAM_HEAD = 'a082b8bb98d0'
+# What "placement-manage db version" prints after a sync: our migration
+# (the change log the candidates' in-memory world reads) comes after
+# upstream's newest, a082b8bb98d0.
+HEAD = 'c3a1f0e2d4b7'
 BACKENDS = ['sqlite', 'postgresql', 'mysql']
 BACKEND_ENV = {'postgresql': 'PG_URL', 'mysql': 'MYSQL_URL'}
 SERVERS = ['gunicorn', 'uwsgi', 'placement-api']
@@ -226,7 +227,7 @@ def test_sdist_installs_the_same_files(work, dist, venv, deploy_dir):
     env['OS_PLACEMENT_CONFIG_DIR'] = str(conf)
     run(['placement-manage', 'db', 'sync'], env, str(deploy_dir))
     out = run(['placement-manage', 'db', 'version'], env, str(deploy_dir))
-    assert out.stdout.split() == [UPSTREAM_HEAD]
+    assert out.stdout.split() == [HEAD]
 
 
 # --- sample generators ----------------------------------------------------
@@ -353,9 +354,10 @@ def test_db_sync_creates_the_schema(synced, deploy_dir):
             'consumer_types', 'traits', 'resource_provider_traits',
             'placement_aggregates', 'resource_provider_aggregates',
             'resource_classes', 'projects', 'users',
+            'placement_change_slots', 'placement_changes',
             'alembic_version'} <= db.tables()
     out = run(['placement-manage', 'db', 'version'], env, str(deploy_dir))
-    assert out.stdout.split() == [UPSTREAM_HEAD]
+    assert out.stdout.split() == [HEAD]
 
 
 def test_upgrade_check_passes(synced, deploy_dir):
