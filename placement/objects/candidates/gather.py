@@ -44,6 +44,7 @@ from placement.db import prepared
 from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
+from placement.objects.candidates import names
 from placement.objects.candidates import search
 from placement.objects.candidates import world
 from placement.objects import resource_class as rc_obj
@@ -68,25 +69,8 @@ _DENSE_MIN = 64
 _DENSE_SPAN = 16
 
 
-class Empty(Exception):
-    """Nothing can match: answer with no candidates."""
-
-
-class _Group:
-    """A request group with names resolved to ids."""
-
-    def __init__(self, rg, rc_ids, required, forbidden, member_of,
-                 forbidden_aggs, tree_root):
-        self.rg = rg
-        self.suffix = rg.suffix
-        self.numbered = rg.use_same_provider
-        self.resources = list(rg.resources.items())     # [(name, amount)]
-        self.rc_ids = rc_ids                            # {name: id}
-        self.required = required                        # [set(ids)]
-        self.forbidden = forbidden                      # set(ids)
-        self.member_of = member_of                      # [set(agg ids)]
-        self.forbidden_aggs = forbidden_aggs            # set(agg ids)
-        self.tree_root = tree_root                      # root id or None
+Empty = names.Empty
+_Group = names.Group
 
 
 def _used(rp_col, rc_col):
@@ -392,8 +376,7 @@ def flat_covers(cap):
         _MIN_WINDOW, _ROOTS_PER_CANDIDATE * cap) >= span
 
 
-def _trait_ids(ctx, names):
-    return {trait_obj.id_for_name(ctx, name) for name in names}
+_trait_ids = names.trait_ids
 
 
 def flat_shaped(groups, wide):
@@ -638,45 +621,13 @@ class Gatherer:
             if self.conn.execute(roots.limit(1)).first() is None:
                 raise Empty()
         agg_ids = self._agg_ids
-        resolved = []
-        empty = False
-        for rg in groups.values():
-            try:
-                rc_ids = {name: rc_obj.id_for_name(self.ctx, name)
-                          for name in rg.resources}
-            except exception.ResourceClassNotFound:
-                self._empty_before_error(resolved)
-                raise
-            member_of = []
-            for any_of in rg.member_of:
-                ids = {agg_ids[u] for u in any_of if u in agg_ids}
-                if not ids:
-                    empty = True
-                member_of.append(ids)
-            try:
-                required = [_trait_ids(self.ctx, sorted(any_of))
-                            for any_of in rg.required]
-                forbidden = _trait_ids(self.ctx, sorted(rg.forbidden))
-            except exception.TraitNotFound:
-                # Upstream looks at member_of before traits.
-                if empty or (member_of and not self._any_in_all(member_of)):
-                    raise Empty()
-                self._empty_before_error(resolved)
-                raise
-            forbidden_aggs = {agg_ids[u] for u in rg.forbidden_aggs
-                              if u in agg_ids}
-            tree_root = None
-            if rg.in_tree:
-                tree_root = self.conn.execute(
-                    sa.select(_RP.c.root_provider_id).where(
-                        _RP.c.uuid == rg.in_tree)).scalar()
-                if tree_root is None:
-                    empty = True
-            resolved.append(_Group(rg, rc_ids, required, forbidden,
-                                   member_of, forbidden_aggs, tree_root))
-        if empty:
-            raise Empty()
-        return resolved
+        return names.resolve(self.ctx, groups, agg_ids, self._tree_root_of,
+                             self._any_in_all, self._empty_before_error)
+
+    def _tree_root_of(self, uuid):
+        return self.conn.execute(
+            sa.select(_RP.c.root_provider_id).where(
+                _RP.c.uuid == uuid)).scalar()
 
     def _any_in_all(self, member_of):
         return self.conn.execute(

@@ -52,7 +52,7 @@ import os_traits
 from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
-from placement.objects import resource_class as rc_obj
+from placement.objects.candidates import names
 from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -65,31 +65,9 @@ _ROOTS_PER_CANDIDATE = 16
 _MIN_WINDOW = 64
 
 
-class Empty(Exception):
-    """Nothing can match: answer with no candidates."""
-
-
-class _Group:
-    """A request group with names resolved to ids."""
-
-    def __init__(self, rg, rc_ids, required, forbidden, member_of,
-                 forbidden_aggs, tree_root):
-        self.rg = rg
-        self.suffix = rg.suffix
-        self.numbered = rg.use_same_provider
-        self.resources = list(rg.resources.items())     # [(name, amount)]
-        self.amounts = [(rc_ids[name], amount)
-                        for name, amount in self.resources]
-        self.rc_ids = rc_ids                            # {name: id}
-        self.required = required                        # [set(ids)]
-        self.forbidden = forbidden                      # set(ids)
-        self.member_of = member_of                      # [set(agg ids)]
-        self.forbidden_aggs = forbidden_aggs            # set(agg ids)
-        self.tree_root = tree_root                      # root id or None
-
-
-def _trait_ids(ctx, names):
-    return {trait_obj.id_for_name(ctx, name) for name in names}
+Empty = names.Empty
+_Group = names.Group
+_trait_ids = names.trait_ids
 
 
 def _fits(inv, amount):
@@ -150,50 +128,18 @@ class _Request:
                 agg_uuids |= any_of
             agg_uuids |= rg.forbidden_aggs
         agg_ids = agg_obj.ids_for_uuids(conn, agg_uuids)
-        resolved = []
-        empty = False
-        for rg in groups.values():
-            try:
-                rc_ids = {name: rc_obj.id_for_name(self.ctx, name)
-                          for name in rg.resources}
-            except exception.ResourceClassNotFound:
-                self._empty_before_error(resolved)
-                raise
-            member_of = []
-            for any_of in rg.member_of:
-                ids = {agg_ids[u] for u in any_of if u in agg_ids}
-                if not ids:
-                    empty = True
-                member_of.append(ids)
-            try:
-                required = [_trait_ids(self.ctx, sorted(any_of))
-                            for any_of in rg.required]
-                forbidden = _trait_ids(self.ctx, sorted(rg.forbidden))
-            except exception.TraitNotFound:
-                # Upstream looks at member_of before traits.
-                if empty or (member_of and not self._any_in_all(member_of)):
-                    raise Empty()
-                self._empty_before_error(resolved)
-                raise
-            forbidden_aggs = {agg_ids[u] for u in rg.forbidden_aggs
-                              if u in agg_ids}
-            tree_root = None
-            if rg.in_tree:
-                rid = self.world.by_uuid.get(rg.in_tree)
-                if rid is None and conn.dialect.name == 'mysql':
-                    # MySQL's collation matches a uuid in any case.
-                    wanted = rg.in_tree.lower()
-                    rid = next((i for u, i in self.world.by_uuid.items()
-                                if u.lower() == wanted), None)
-                if rid is None:
-                    empty = True
-                else:
-                    tree_root = self.rps[rid].root
-            resolved.append(_Group(rg, rc_ids, required, forbidden,
-                                   member_of, forbidden_aggs, tree_root))
-        if empty:
-            raise Empty()
-        return resolved
+        self._mysql = conn.dialect.name == 'mysql'
+        return names.resolve(self.ctx, groups, agg_ids, self._tree_root_of,
+                             self._any_in_all, self._empty_before_error)
+
+    def _tree_root_of(self, uuid):
+        rid = self.world.by_uuid.get(uuid)
+        if rid is None and self._mysql:
+            # MySQL's collation matches a uuid in any case.
+            wanted = uuid.lower()
+            rid = next((i for u, i in self.world.by_uuid.items()
+                        if u.lower() == wanted), None)
+        return None if rid is None else self.rps[rid].root
 
     def _any_in_all(self, member_of):
         first = set()
