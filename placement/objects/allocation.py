@@ -133,13 +133,15 @@ def resolve_owners(ctx, writes):
     return owners
 
 
-def _read_consumers(ctx, writes, owners):
-    """The owners' ids (unless ``owners`` is given), the consumers and
-    their current allocations (with or without a consumer row), in one
-    round trip, in the caller's transaction: (owners, {uuid: consumer},
-    [allocation]). _OwnersMissing when a project, user or consumer type
-    must be created first."""
-    uuids = sorted({w.uuid for w in writes})
+def _consumer_reader(with_owners, with_types):
+    """The one-round-trip read of _read_consumers, built once per shape
+    (``batch.Many``): parameters ``uuids`` and, with owners, ``projects``,
+    ``users`` and (with types) ``types``."""
+    key = (with_owners, with_types)
+    many = _CONSUMER_READERS.get(key)
+    if many is not None:
+        return many
+    uuids = sa.bindparam('uuids', expanding=True)
     selects = {
         'consumers': sa.select(
             _CONSUMER.c.id, _CONSUMER.c.uuid, _CONSUMER.c.generation,
@@ -150,20 +152,41 @@ def _read_consumers(ctx, writes, owners):
             _ALLOC.c.resource_class_id, _ALLOC.c.used)
         .where(_ALLOC.c.consumer_id.in_(uuids)),
     }
-    types = sorted({w.consumer_type for w in writes if w.consumer_type})
-    if owners is None:
+    if with_owners:
         selects['projects'] = sa.select(
             _PROJECT.c.external_id, _PROJECT.c.id).where(
-            _PROJECT.c.external_id.in_(sorted({w.project_id
-                                               for w in writes})))
+            _PROJECT.c.external_id.in_(
+                sa.bindparam('projects', expanding=True)))
         selects['users'] = sa.select(
             _USER.c.external_id, _USER.c.id).where(
-            _USER.c.external_id.in_(sorted({w.user_id for w in writes})))
-        if types:
+            _USER.c.external_id.in_(sa.bindparam('users', expanding=True)))
+        if with_types:
             selects['types'] = sa.select(
                 _CONSUMER_TYPE.c.name, _CONSUMER_TYPE.c.id).where(
-                _CONSUMER_TYPE.c.name.in_(types))
-    found = batch.select_many(ctx, **selects)
+                _CONSUMER_TYPE.c.name.in_(
+                    sa.bindparam('types', expanding=True)))
+    many = _CONSUMER_READERS[key] = batch.Many(**selects)
+    return many
+
+
+_CONSUMER_READERS = {}
+
+
+def _read_consumers(ctx, writes, owners):
+    """The owners' ids (unless ``owners`` is given), the consumers and
+    their current allocations (with or without a consumer row), in one
+    round trip, in the caller's transaction: (owners, {uuid: consumer},
+    [allocation]). _OwnersMissing when a project, user or consumer type
+    must be created first."""
+    params = {'uuids': sorted({w.uuid for w in writes})}
+    types = sorted({w.consumer_type for w in writes if w.consumer_type})
+    if owners is None:
+        params['projects'] = sorted({w.project_id for w in writes})
+        params['users'] = sorted({w.user_id for w in writes})
+        if types:
+            params['types'] = types
+    found = _consumer_reader(owners is None, bool(types) and owners is None
+                             ).run(ctx, params)
     if owners is None:
         owners = _Owners(
             {r.external_id: r.id for r in found['projects']},
