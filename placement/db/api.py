@@ -140,11 +140,30 @@ def _skippable_ping(engine):
 
     def do_ping(dbapi_connection):
         if getattr(_CHECKOUT, 'no_ping', False):
+            # One checkout per arming: the rest of the block (nested
+            # checkouts, say) is checked as usual.
+            _CHECKOUT.no_ping = False
             return True
         return real_ping(dbapi_connection)
 
     do_ping.placement_skippable = True
     dialect.do_ping = do_ping
+
+
+@contextlib.contextmanager
+def unpinged_checkout():
+    """The next pooled connection this thread checks out (in the block)
+    is handed over without the pool's liveness check, a round trip. Only
+    for work that is run again when its first statement finds the
+    connection lost (is_disconnect): nothing was done on it then, and
+    SQLAlchemy has invalidated it and the pool's older connections, so
+    the next checkout connects afresh."""
+    _skippable_ping(context_manager.writer.get_engine())
+    _CHECKOUT.no_ping = True
+    try:
+        yield
+    finally:
+        _CHECKOUT.no_ping = False
 
 
 def is_disconnect(exc):

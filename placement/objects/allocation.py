@@ -211,10 +211,27 @@ def replace_all(ctx, writes):
     owners = None
     attempts = max(1, ctx.config.placement.allocation_conflict_retry_count)
     attempt = 0
+    # The first try skips the pool's ping (a round trip): a connection
+    # found lost by the first statement, before anything was written, is
+    # the ping's failure found one step later, and the write runs again.
+    ping = False
     while attempt < attempts:
         attempt += 1
+        progress = {'sent': False}
         try:
-            return _replace_all_txn(ctx, writes, owners)
+            try:
+                if ping:
+                    return _replace_all_txn(ctx, writes, owners, progress)
+                with db_api.unpinged_checkout():
+                    return _replace_all_txn(ctx, writes, owners, progress)
+            except Exception as exc:
+                if (ping or progress['sent'] or
+                        not db_api.is_disconnect(exc)):
+                    raise
+                LOG.debug('Pooled connection lost; allocations write again '
+                          'on a checked one')
+                ping = True
+                attempt -= 1
         except _OwnersMissing:
             # Not a conflict: make the missing rows, and the write again
             # (with every owner known, this cannot happen twice).
@@ -234,8 +251,8 @@ def replace_all(ctx, writes):
 
 
 @db_api.writer
-def _replace_all_txn(ctx, writes, owners):
-    return apply_in_txn(ctx, writes, owners)
+def _replace_all_txn(ctx, writes, owners, progress=None):
+    return apply_in_txn(ctx, writes, owners, progress)
 
 
 def _check_consumer_generations(writes, consumers):
@@ -394,7 +411,7 @@ def _check_capacity(items, rc_names, inventories, usage, prev_usage):
                 resource_class=name, resource_provider=rp.uuid)
 
 
-def apply_in_txn(ctx, writes, owners=None):
+def apply_in_txn(ctx, writes, owners=None, progress=None):
     """The allocation write, inside the caller's writer transaction.
 
     ``owners`` (from resolve_owners) when the caller made sure they
@@ -402,6 +419,8 @@ def apply_in_txn(ctx, writes, owners=None):
     are not. Raises ConsumerGenerationConflict, AllocationProviderNotFound,
     ResourceClassNotFound, InvalidInventory (and subclasses), or
     ResourceProviderConcurrentUpdateDetected for the caller to retry.
+    ``progress['sent']`` (when given) turns True before the first write
+    statement: until then a lost connection has changed nothing.
 
     Round trips for one new consumer on one provider: the provider lock
     (not on SQLite); owners, consumers and their current claims; providers
@@ -467,6 +486,8 @@ def apply_in_txn(ctx, writes, owners=None):
 
     # 4. Consumers: create the new ones (at the generation this write
     # gives them), update owner and type of the rest.
+    if progress is not None:
+        progress['sent'] = True
     now = models._now()
     to_bump = []
     for w in writes:
