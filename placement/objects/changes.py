@@ -107,19 +107,60 @@ def _bump(conn, slot):
     return seq
 
 
+# PostgreSQL: bump and log in one round trip (a data-modifying CTE); no
+# row back means the slot's row is missing (the general path makes it).
+_PG_BUMP_AND_LOG = sa.text(
+    'WITH bump AS ('
+    ' UPDATE placement_change_slots SET seq = seq + 1, updated_at = :now'
+    ' WHERE slot = :slot RETURNING seq) '
+    'INSERT INTO placement_changes'
+    ' (slot, seq, resource_provider_id, created_at) '
+    'SELECT :slot, bump.seq, ids.id, :now'
+    ' FROM bump, unnest(CAST(:ids AS INTEGER[])) AS ids(id) '
+    'RETURNING seq')
+
+# MySQL/MariaDB have no UPDATE ... RETURNING; LAST_INSERT_ID(expr) hands
+# the new counter back in the UPDATE's own reply (the cursor's
+# lastrowid), instead of a SELECT after it.
+_MYSQL_BUMP = _SLOT.update().where(
+    _SLOT.c.slot == sa.bindparam('b_slot')).values(
+    seq=sa.func.last_insert_id(_SLOT.c.seq + 1))
+
+
+def _bump_and_log(conn, slot, rp_ids):
+    """Bump the slot's counter and log ``rp_ids`` (sorted) under it; the
+    new counter."""
+    name = conn.dialect.name
+    if name == 'postgresql':
+        seq = conn.execute(_PG_BUMP_AND_LOG, {
+            'slot': slot, 'ids': rp_ids, 'now': models._now()}).scalar()
+        if seq is not None:
+            return seq
+        seq = _bump(conn, slot)
+    elif name == 'mysql':
+        result = conn.execute(_MYSQL_BUMP, {'b_slot': slot})
+        seq = result.lastrowid if result.rowcount == 1 else None
+        if not seq:
+            seq = _bump(conn, slot)
+    else:
+        seq = _bump(conn, slot)
+    conn.execute(_CHANGE.insert(), [
+        {'slot': slot, 'seq': seq, 'resource_provider_id': rp_id}
+        for rp_id in rp_ids])
+    return seq
+
+
 def record(conn, rp_ids):
     """Bump the slots of ``rp_ids`` and log them, on ``conn`` inside its
-    transaction."""
+    transaction: one round trip per slot on PostgreSQL and MySQL (two
+    elsewhere), slots in order."""
     if not counted(conn):
         return
     by_slot = {}
     for rp_id in rp_ids:
         by_slot.setdefault(slot_of(rp_id), []).append(rp_id)
     for slot in sorted(by_slot):
-        seq = _bump(conn, slot)
-        conn.execute(_CHANGE.insert(), [
-            {'slot': slot, 'seq': seq, 'resource_provider_id': rp_id}
-            for rp_id in sorted(by_slot[slot])])
+        seq = _bump_and_log(conn, slot, sorted(by_slot[slot]))
         if seq % PRUNE_EVERY == 0:
             conn.execute(_CHANGE.delete().where(
                 _CHANGE.c.slot == slot, _CHANGE.c.seq <= seq - KEEP))

@@ -295,6 +295,38 @@ def test_a_reader_behind_the_pruned_log_reloads_everything(ctx,
         assert other.rps[rid].prov.inventory['VCPU'][0] == 9
 
 
+def test_a_slot_row_missing_is_made_by_the_next_write(ctx):
+    """A database whose change table lacks a slot (created when there were
+    fewer): the write bumping it makes the row (the one-statement bump of
+    PostgreSQL and MySQL finds nothing to bump) and is still seen."""
+    import sqlalchemy as sa
+    from placement.db import models
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        slot = models.CHANGE_SLOT
+        with engine.begin() as conn:
+            rid = conn.execute(sa.select(models.RP.c.id).where(
+                models.RP.c.uuid == a)).scalar()
+            conn.execute(slot.delete().where(
+                slot.c.slot == changes.slot_of(rid)))
+            conn.execute(models.CHANGE.delete().where(
+                models.CHANGE.c.slot == changes.slot_of(rid)))
+        other = _second_process(engine, ctx)
+        cloud.inventory(a, VCPU=5)
+        _refresh(other, engine, ctx)
+        assert other.rps[rid].prov.inventory['VCPU'][0] == 5
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(slot.c.seq).where(
+                slot.c.slot == changes.slot_of(rid))).scalar() == 1
+            logged = conn.execute(sa.select(
+                models.CHANGE.c.resource_provider_id).where(
+                models.CHANGE.c.slot == changes.slot_of(rid),
+                models.CHANGE.c.seq == 1)).scalars().all()
+        assert logged == [rid]
+
+
 # -- a fair sample ---------------------------------------------------------
 
 @pytest.mark.parametrize('nested', [False, True])
