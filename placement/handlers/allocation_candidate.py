@@ -80,7 +80,7 @@ class _Renderer:
     """Render, as JSON, candidates from their picks.
 
     Candidates of the search's batches have group lists of their own, but
-    alike position by position (combine's search order), which is all
+    alike position by position (see combine.Candidate), which is all
     rendering reads. What each group's pick renders to is serialised once
     per distinct pick (a wide request renders tens of thousands of
     candidates over a handful of providers): its allocations entry
@@ -92,19 +92,18 @@ class _Renderer:
     its amounts are summed."""
 
     def __init__(self, cands, uuid_of, with_mappings, isolate):
-        lists = combine.by_group_list(cands)
-        self.groups = lists[0][0]
+        self.groups = cands[0].groups
         self.picks = list(map(operator.attrgetter('picks'), cands))
         self.with_mappings = with_mappings
-        self.may_share = any(self._may_share(groups, isolate)
-                             for groups, _pos, _picks in lists)
         columns = [set(map(operator.itemgetter(pos), self.picks))
                    for pos in range(len(self.groups))]
-        used = set()
-        for group, column in zip(self.groups, columns):
-            used.update(column if group.same_provider
-                        else itertools.chain.from_iterable(column))
-        self.quoted = _quoted({rp: uuid_of[rp] for rp in used})
+        # Per group, the providers its picks use.
+        per_group = [column if group.same_provider
+                     else set(itertools.chain.from_iterable(column))
+                     for group, column in zip(self.groups, columns)]
+        self.may_share = self._may_share(self.groups, per_group, isolate)
+        self.quoted = _quoted({rp: uuid_of[rp]
+                               for rp in set().union(*per_group)})
         self.resources = combine.OnFirstUse(
             lambda items: b'{"resources":%s}' % orjson.dumps(dict(items)))
         # Per group: {pick: its allocations entry, b'' if none}, and
@@ -128,24 +127,19 @@ class _Renderer:
                     for pick in column})
 
     @staticmethod
-    def _may_share(groups, isolate):
-        """Whether two groups that allocate can pick one provider
-        (numbered groups under isolate cannot)."""
-        seen = {}
-        for g in groups:
+    def _may_share(groups, per_group, isolate):
+        """Whether two groups that allocate picked one provider, in some
+        candidates (numbered groups under isolate never do in one)."""
+        seen = []
+        for g, mine in zip(groups, per_group):
             if g.same_provider and not g.resources:
                 continue
-            mine = set()
-            for rps in g.by_anchor.values():
-                mine.update(rps if g.same_provider
-                            else itertools.chain.from_iterable(
-                                rps.values()))
-            for other, theirs in seen.items():
+            for other, theirs in seen:
                 if isolate and g.same_provider and other.same_provider:
                     continue
                 if not theirs.isdisjoint(mine):
                     return True
-            seen[g] = mine
+            seen.append((g, mine))
         return False
 
     @staticmethod
@@ -232,43 +226,55 @@ class _Renderer:
 
 def _provider_summaries(cands, providers, groups, want, whole_trees):
     """Summaries of every provider in the trees the candidates use (only
-    the providers used, for old microversions on nested worlds)."""
+    the providers used, for old microversions on nested worlds), as the
+    JSON object itself (an orjson.Fragment).
+
+    A nested answer shows thousands of providers, the same ones request
+    after request: each one's ``"uuid":{...}`` entry is rendered once per
+    shape of summary (microversion, classes shown) and kept on the
+    provider (``combine.Provider.summary``; providers never change, a
+    refresh of the world makes new ones)."""
     used = combine.allocated_providers(cands)
     if whole_trees:
         roots = {providers[rp].root_id for rp in used}
         shown = [p for p in providers.values() if p.root_id in roots]
     else:
         shown = [providers[rp] for rp in used]
-    requested = set()
-    for g in groups.values():
-        requested.update(g.resources)
     all_classes = want.matches(ALL_RESOURCES_IN_SUMMARIES)
-    with_traits = want.matches(TRAITS_IN_SUMMARIES)
-    nested = want.matches(NESTED_AWARE)
-    out = {}
-    # Providers alike share one list of traits (in trait id order, see
-    # combine.Traits), and one capacity/used dict per equal inventory
-    # (read-only, like every part of the body): hashing the inventory's
-    # tuple costs less than a dict.
-    amounts = {}
+    if all_classes:
+        requested = None
+    else:
+        requested = set()
+        for g in groups.values():
+            requested.update(g.resources)
+        requested = frozenset(requested)
+    shape = (requested, want.matches(TRAITS_IN_SUMMARIES),
+             want.matches(NESTED_AWARE))
+    parts = []
     for prov in shown:
-        resources = {}
-        for rc, inv in prov.inventory.items():
-            if all_classes or rc in requested:
-                part = amounts.get(inv)
-                if part is None:
-                    part = amounts[inv] = {'capacity': inv[0],
-                                           'used': inv[1]}
-                resources[rc] = part
-        summary = {'resources': resources}
-        if with_traits:
-            summary['traits'] = prov.traits.listed
-        if nested:
-            parent = providers.get(prov.parent_id)
-            summary['parent_provider_uuid'] = parent.uuid if parent else None
-            summary['root_provider_uuid'] = providers[prov.root_id].uuid
-        out[prov.uuid] = summary
-    return out
+        cached = prov.summary
+        if cached is None or cached[0] != shape:
+            cached = prov.summary = (shape, _summary(prov, providers, *shape))
+        parts.append(cached[1])
+    return orjson.Fragment(b'{%s}' % b','.join(parts))
+
+
+def _summary(prov, providers, requested, with_traits, nested):
+    """``"uuid":{...}``: one provider's entry in provider_summaries, its
+    classes those of ``requested`` (all if None)."""
+    resources = {rc: {'capacity': inv[0], 'used': inv[1]}
+                 for rc, inv in prov.inventory.items()
+                 if requested is None or rc in requested}
+    summary = {'resources': resources}
+    if with_traits:
+        # In trait id order, see combine.Traits.
+        summary['traits'] = prov.traits.listed
+    if nested:
+        # Whole trees are handed over: parent and root are there.
+        parent = providers.get(prov.parent_id)
+        summary['parent_provider_uuid'] = parent.uuid if parent else None
+        summary['root_provider_uuid'] = providers[prov.root_id].uuid
+    return b'%s:%s' % (orjson.dumps(prov.uuid), orjson.dumps(summary))
 
 
 def parse_query(req, want):

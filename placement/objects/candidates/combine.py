@@ -93,9 +93,14 @@ class OnFirstUse(dict):
 
 
 class Provider:
-    """What combine needs of one provider."""
+    """What combine needs of one provider.
 
-    __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory')
+    ``summary`` is the handler's cache of this provider's rendered
+    summary: a Provider of the world is never changed (a refresh makes a
+    new one), so what it renders to stays true as long as it lives."""
+
+    __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory',
+                 'summary')
 
     def __init__(self, id, uuid, parent_id, root_id, traits=_NO_TRAITS,
                  inventory=None):
@@ -107,6 +112,7 @@ class Provider:
                        else Traits(traits))
         # {rc_name: (capacity, used, max_unit)}
         self.inventory = inventory or {}
+        self.summary = None
 
 
 class Group:
@@ -140,6 +146,11 @@ class Candidate:
 
     ``picks`` holds, per group in search order, the provider id (numbered
     group) or the tuple of provider ids per resource class (unnumbered).
+    The candidates of one answer come from several combine calls (one
+    per batch of anchors), each with a group list of its own, but those
+    lists are alike position by position (same suffix, resources,
+    amounts: the order is _Plan's, a function of the request alone),
+    which is all that readers of a whole answer rely on.
     ``allocations`` ({provider id: {rc: amount}}) and ``mappings``
     ({suffix: [provider ids]}) are computed on first use.
     """
@@ -246,45 +257,24 @@ class Candidate:
                           for s, rps in self.mappings.items()))
 
 
-_GROUPS = operator.attrgetter('groups')
 _PICKS = operator.attrgetter('picks')
-
-
-def by_group_list(cands):
-    """[(groups, positions, picks)]: the candidates per group list (each
-    combine call has its own; the search makes one per batch of anchors),
-    with their positions in ``cands`` and their picks. One group list, the
-    usual case, is recognised at C speed (wide answers have tens of
-    thousands of candidates)."""
-    if not cands:
-        return []
-    lists = list(map(_GROUPS, cands))
-    if lists.count(lists[0]) == len(lists):
-        return [(lists[0], range(len(cands)), list(map(_PICKS, cands)))]
-    out = {}
-    for pos, cand in enumerate(cands):
-        entry = out.get(id(cand.groups))
-        if entry is None:
-            entry = out[id(cand.groups)] = (cand.groups, [], [])
-        entry[1].append(pos)
-        entry[2].append(cand.picks)
-    return list(out.values())
 
 
 def allocated_providers(cands):
     """Ids of the providers the candidates allocate from: a union per
-    group position, at C speed."""
+    group position, at C speed. The candidates of one answer have group
+    lists alike position by position (see Candidate)."""
     sole = [cand.sole for cand in cands]
     if None not in sole:
         return set(sole)
+    picks = list(map(_PICKS, cands))
     used = set()
-    for groups, _positions, picks in by_group_list(cands):
-        for pos, group in enumerate(groups):
-            column = map(operator.itemgetter(pos), picks)
-            if not group.same_provider:
-                used.update(itertools.chain.from_iterable(column))
-            elif group.resources:
-                used.update(column)
+    for pos, group in enumerate(cands[0].groups):
+        column = map(operator.itemgetter(pos), picks)
+        if not group.same_provider:
+            used.update(itertools.chain.from_iterable(column))
+        elif group.resources:
+            used.update(column)
     return used
 
 
