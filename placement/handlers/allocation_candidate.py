@@ -64,15 +64,22 @@ def _sole_provider_requests(group, sole, uuid_of, with_mappings):
     return b'[%s]' % b','.join([template % u for u in uuids])
 
 
+# What a uuid may hold and JSON needs no escape for: printable ASCII
+# but the quote and the backslash.
+_PLAIN = bytes(c for c in range(0x20, 0x7f) if c not in b'"\\')
+
+
 def _quoted(uuid_of):
     """{rp: the JSON string of its uuid}. Provider uuids are plain ASCII
     (the API takes UUIDs only): quoting them is then a format, cheaper
     than a serialiser call each (whose small outputs, kept alive by the
-    thousand, also cost it allocations)."""
+    thousand, also cost it allocations). All of them are checked, quoted
+    and encoded at once, then split apart (NUL separates them: it is not
+    plain)."""
     text = ''.join(uuid_of.values())
-    if text.isascii() and text.isprintable() and '"' not in text and \
-            '\\' not in text:
-        return {rp: b'"%s"' % uuid.encode() for rp, uuid in uuid_of.items()}
+    if text.isascii() and not text.encode().translate(None, _PLAIN):
+        quoted = ('"%s"' % '"\0"'.join(uuid_of.values())).encode()
+        return dict(zip(uuid_of, quoted.split(b'\0')))
     return {rp: orjson.dumps(uuid) for rp, uuid in uuid_of.items()}
 
 
@@ -120,8 +127,19 @@ class _Renderer:
                 self.maps.append({rp: b'%s:[%s]' % (key, quoted[rp])
                                   for rp in column})
             else:
-                self.allocs.append({pick: self._alloc_entry(group, pick)
-                                    for pick in column})
+                # One provider per class (the usual pick): its entries
+                # are the providers' quoted uuids, each followed by its
+                # class's part; otherwise amounts are summed per provider.
+                tails = [b':' + self.resources[((rc, amount),)]
+                         for rc, amount in group.resources]
+                width = len(tails)
+                self.allocs.append({
+                    pick: b','.join(map(bytes.__add__,
+                                        map(quoted.__getitem__, pick),
+                                        tails))
+                    if len(set(pick)) == width
+                    else self._alloc_entry(group, pick)
+                    for pick in column})
                 self.maps.append({pick: b'%s:[%s]' % (key, b','.join(
                     map(quoted.__getitem__, dict.fromkeys(pick))))
                     for pick in column})

@@ -264,39 +264,88 @@ class _Request:
     def groups_for(self, roots):
         """combine.Group per request group for the trees under ``roots``
         (ascending ids); None when some group has nothing there."""
-        world = self.world
         rps = self.rps
         ok_roots = [r for r in roots if self.root_ok(r)] \
             if self.root_required or self.root_forbidden else roots
         per_group = []
         sharing_used = set()
         for g in self.groups:
-            rows = []
-            for root in ok_roots:
-                if (g.tree_root is not None and g.amounts and
-                        root != g.tree_root):
-                    # in_tree is ignored by upstream for resourceless
-                    # groups.
-                    continue
-                for rid in world.trees.get(root, ()):
-                    self._rows_of(g, rps[rid], rows)
+            by_anchor = self._in_trees(g, ok_roots)
             srows = self._sharing_rows_for(g) if self.sharing else []
             sharing_used.update(r[0] for r in srows)
-            if not rows and not srows:
+            if not by_anchor and not srows:
                 return None
-            per_group.append((g, rows, srows))
+            per_group.append((g, by_anchor, srows))
         anchors_of = self._anchors_of(sharing_used, roots)
         out = []
-        for g, rows, srows in per_group:
+        for g, by_anchor, srows in per_group:
             bad_roots = set()
             if srows and g.forbidden_aggs and not g.numbered:
                 for roots_ in anchors_of.values():
                     bad_roots.update(
                         r for r in roots_
                         if not g.forbidden_aggs.isdisjoint(rps[r].aggs))
-            out.append(self._to_combine_group(g, rows, srows, anchors_of,
-                                              bad_roots))
+            out.append(self._to_combine_group(g, by_anchor, srows,
+                                              anchors_of, bad_roots))
         return out
+
+    def _in_trees(self, g, roots):
+        """The providers of the trees under ``roots`` able to serve ``g``
+        on their own, in id order per anchor root: {root: [ids]} for a
+        numbered group (each serving all of it), {root: {class name:
+        [ids]}} for the unnumbered one.
+
+        What an inventory can serve is judged once per distinct
+        inventory (providers alike share one inventory dict, see
+        world.py): in a cloud of alike trees that is a few checks, not
+        one per provider and class."""
+        trees = self.world.trees
+        rps = self.rps
+        passes = self._passes
+        numbered = g.numbered
+        resourceless = not g.amounts
+        if resourceless and not (g.required or g.member_of):
+            # Upstream finds nothing without a positive filter.
+            return {}
+        filtered = bool(g.required or g.forbidden or g.member_of or
+                        g.forbidden_aggs)
+        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
+        memo = {}
+        out = {}
+        for root in roots:
+            if (g.tree_root is not None and g.amounts and
+                    root != g.tree_root):
+                # in_tree is ignored by upstream for resourceless groups.
+                continue
+            for rid in trees.get(root, ()):
+                rec = rps[rid]
+                if resourceless:
+                    if passes(g, rec):
+                        out.setdefault(root, []).append(rid)
+                    continue
+                inv = rec.inv
+                fitting = memo.get(id(inv))
+                if fitting is None:
+                    fitting = memo[id(inv)] = self._fitting(g, inv, names)
+                if not fitting or filtered and not passes(g, rec):
+                    continue
+                if numbered:
+                    out.setdefault(root, []).append(rid)
+                    continue
+                per_rc = out.setdefault(root, {})
+                for name in fitting:
+                    per_rc.setdefault(name, []).append(rid)
+        return out
+
+    @staticmethod
+    def _fitting(g, inv, names):
+        """Names of the classes of ``g`` that ``inv`` can serve on its
+        own; for a numbered group all of them or none."""
+        fitting = tuple(names[rc] for rc, amount in g.amounts
+                        if rc in inv and _fits(inv[rc], amount))
+        if g.numbered and len(fitting) < len(g.amounts):
+            return ()
+        return fitting
 
     def _anchors_of(self, sharing_ids, roots):
         """{sharing provider id: {roots among ``roots`` whose tree has a
@@ -323,23 +372,17 @@ class _Request:
                     out.setdefault(sp, set()).add(root)
         return out
 
-    def _to_combine_group(self, g, rows, srows, anchors_of, bad_roots):
+    def _to_combine_group(self, g, by_anchor, srows, anchors_of,
+                          bad_roots):
+        """combine.Group of ``g``: the trees' providers (``_in_trees``),
+        then the sharing providers under each root they are anchored
+        to."""
         names = {rc_id: name for name, rc_id in g.rc_ids.items()}
         if g.numbered:
-            # provider -> classes it can serve; keep those serving all.
-            served = {}
-            root_of = {}
-            for rp, root, rc in rows:
-                served.setdefault(rp, set()).add(rc)
-                root_of[rp] = root
-            need = set(g.rc_ids.values())
-            by_anchor = {}
-            for rp in sorted(served):
-                if served[rp] >= need:
-                    by_anchor.setdefault(root_of[rp], []).append(rp)
             s_served = {}
             for rp, root, rc in srows:
                 s_served.setdefault(rp, set()).add(rc)
+            need = set(g.rc_ids.values())
             for rp in sorted(s_served):
                 if s_served[rp] >= need:
                     for anchor in sorted(anchors_of.get(rp, ())):
@@ -347,10 +390,6 @@ class _Request:
                         if rp not in lst:
                             lst.append(rp)
             return combine.Group(g.suffix, g.resources, by_anchor)
-        by_anchor = {}
-        for rp, root, rc in sorted(rows):
-            by_anchor.setdefault(root, {}).setdefault(
-                names[rc], []).append(rp)
         for rp, root, rc in sorted(srows):
             for anchor in sorted(anchors_of.get(rp, ())):
                 if anchor in bad_roots:
@@ -469,7 +508,7 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
             continue
         anchors = [r for r in batch if r in viable]
         used_sharing = set()
-        for cg in cgroups:
+        for cg in cgroups if req.sharing else ():
             for per in cg.by_anchor.values():
                 if cg.same_provider:
                     used_sharing.update(rp for rp in per
