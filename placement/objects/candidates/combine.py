@@ -57,6 +57,7 @@ Its answer is then part of ours
   often every candidate then fails the capacity check. Here each
   candidate carries its own amounts.
 """
+import functools
 import itertools
 import operator
 
@@ -345,6 +346,12 @@ class _Plan:
                     positions = _Pair(positions)
                 checks.append(positions)
             self.subtree_checks.append(checks)
+        # pairs[i]: the positions of the one same_subtree pair of two
+        # numbered groups complete once group i is placed, when that is
+        # its only check (nova's NUMA node and device), checked inline.
+        self.pairs = [checks[0] if len(checks) == 1 and
+                      type(checks[0]) is _Pair else None
+                      for checks in self.subtree_checks]
         # Numbered groups only, isolated, nothing else relating them (a
         # wide request): see _Search.injective.
         self.injective = (isolate and not one_provider_per_tree
@@ -372,7 +379,10 @@ class _Search:
         self.providers = plan.providers
         self.groups = plan.groups
         self.last = len(plan.groups) - 1
-        self.used = {}            # (rp, rc) -> amount added so far
+        # rp -> {rc: amount} the groups placed so far take from it; a
+        # value is replaced, never changed (it may be a group's own
+        # amounts), so giving back restores the one before.
+        self.held = {}
         self.picks = [None] * len(self.groups)
         self.numbered_rps = set()
         self.root_owner = {}      # root -> rp (old microversions only)
@@ -380,19 +390,39 @@ class _Search:
         self.one_per_tree = plan.one_per_tree
 
     # -- capacity bookkeeping ------------------------------------------
-    def _fits(self, rp, rc, amount):
-        inv = self.providers[rp].inventory.get(rc)
-        if inv is None:
-            return False
-        capacity, used, max_unit = inv
-        total = self.used.get((rp, rc), 0) + amount
-        return used + total <= capacity and total <= max_unit
+    def _fits(self, rp, resources):
+        """``rp`` can take ``resources`` ((rc, amount) pairs) on top of
+        what it holds."""
+        inventory = self.providers[rp].inventory
+        held = self.held.get(rp)
+        for rc, amount in resources:
+            inv = inventory.get(rc)
+            if inv is None:
+                return False
+            total = amount + held.get(rc, 0) if held else amount
+            if inv[1] + total > inv[0] or total > inv[2]:
+                return False
+        return True
 
-    def _take(self, rp, rc, amount):
-        self.used[(rp, rc)] = self.used.get((rp, rc), 0) + amount
+    def _take(self, rp, amounts):
+        """Add ``amounts`` ({rc: amount}, kept as is if ``rp`` held
+        nothing) to what ``rp`` holds; returns what it held before."""
+        held = self.held
+        before = held.get(rp)
+        if before is None:
+            held[rp] = amounts
+        else:
+            total = dict(before)
+            for rc, amount in amounts.items():
+                total[rc] = total.get(rc, 0) + amount
+            held[rp] = total
+        return before
 
-    def _give_back(self, rp, rc, amount):
-        self.used[(rp, rc)] -= amount
+    def _give_back(self, rp, before):
+        if before is None:
+            del self.held[rp]
+        else:
+            self.held[rp] = before
 
     def _claim_tree(self, rp):
         """Old microversions (one_per_tree): a tree may contribute one
@@ -487,46 +517,62 @@ class _Search:
         return self._place_unnumbered(idx, group, anchor, per_rc, 0, [])
 
     def _place_numbered(self, idx, group, anchor):
-        # The innermost loop of wide requests: checks are inlined.
-        used = self.used
+        # The innermost loop of wide and nested requests: the usual case,
+        # a provider nothing was taken from yet, is checked inline.
+        held = self.held
         providers = self.providers
         isolate = self.plan.isolate
         taken = self.numbered_rps
         resources = group.resources
+        amounts = group.amounts
         subtree_check = bool(self.plan.subtree_checks[idx])
+        pair = self.plan.pairs[idx]
+        if pair is not None:
+            picks = self.picks
+            above = self._above
+            subtree_check = False
         last = self.last
         one_per_tree = self.one_per_tree
-        for rp in self.plan.order(group.by_anchor.get(anchor, ())):
+        choices = group.by_anchor.get(anchor, ())
+        if self.plan.rng is not None:
+            choices = self.plan.order(choices)
+        for rp in choices:
             if isolate and rp in taken:
                 continue
-            inventory = providers[rp].inventory
-            fits = True
-            for rc, amt in resources:
-                inv = inventory.get(rc)
-                if inv is None:
-                    fits = False
-                    break
-                total = used.get((rp, rc), 0) + amt
-                if inv[1] + total > inv[0] or total > inv[2]:
-                    fits = False
-                    break
-            if not fits or one_per_tree and not self._claim_tree(rp):
+            before = held.get(rp)
+            if before is None:
+                inventory = providers[rp].inventory
+                fits = True
+                for rc, amt in resources:
+                    inv = inventory.get(rc)
+                    if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                        fits = False
+                        break
+                if not fits:
+                    continue
+            elif not self._fits(rp, resources):
                 continue
-            for rc, amt in resources:
-                used[(rp, rc)] = used.get((rp, rc), 0) + amt
+            self.picks[idx] = rp
+            if pair is not None:
+                a, b = picks[pair[0]], picks[pair[1]]
+                if not (above(a, b) or above(b, a)):
+                    continue
+            elif subtree_check and not self._subtrees_ok(idx):
+                continue
+            if one_per_tree and not self._claim_tree(rp):
+                continue
+            if resources:
+                self._take(rp, amounts)
             if isolate:
                 taken.add(rp)
-            self.picks[idx] = rp
-            if subtree_check and not self._subtrees_ok(idx):
-                pass
-            elif idx == last:
+            if idx == last:
                 yield tuple(self.picks)
             else:
                 yield from self._place(idx + 1, anchor)
             if isolate:
                 taken.discard(rp)
-            for rc, amt in resources:
-                used[(rp, rc)] -= amt
+            if resources:
+                self._give_back(rp, before)
             if one_per_tree:
                 self._release_tree(rp)
 
@@ -554,19 +600,23 @@ class _Search:
                 yield from self._place(idx + 1, anchor)
             return
         rc, amt = group.resources[pos]
+        one = ((rc, amt),)
+        amounts = {rc: amt}
+        forbidden = group.forbidden
         for rp in self.plan.order(per_rc.get(rc, ())):
-            if self.providers[rp].traits & group.forbidden:
+            if forbidden and not forbidden.isdisjoint(
+                    self.providers[rp].traits):
                 continue
-            if not self._fits(rp, rc, amt):
+            if not self._fits(rp, one):
                 continue
             if self.one_per_tree and not self._claim_tree(rp):
                 continue
-            self._take(rp, rc, amt)
+            before = self._take(rp, amounts)
             chosen.append(rp)
             yield from self._place_unnumbered(idx, group, anchor, per_rc,
                                               pos + 1, chosen)
             chosen.pop()
-            self._give_back(rp, rc, amt)
+            self._give_back(rp, before)
             if self.one_per_tree:
                 self._release_tree(rp)
 
@@ -657,9 +707,13 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         # Anchor after anchor: one search serves them all.
         search = _Search(plan)
         stream = itertools.chain.from_iterable(map(search.run, anchors))
+    if not multi:
+        # No candidate can come out twice: made at C speed.
+        yield from map(functools.partial(Candidate, search_groups), stream)
+        return
     for picks in stream:
         cand = Candidate(search_groups, picks)
-        if multi and cand.provider_ids() <= multi:
+        if cand.provider_ids() <= multi:
             key = cand.key()
             if key in seen:
                 continue

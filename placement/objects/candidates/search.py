@@ -524,9 +524,12 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
             one_provider_per_tree=not nested_aware and has_trees,
             strategy=strategy, anchors=anchors, seen=seen,
             rng=rng, shared_ids=req.sharing)
+        if cap is None:
+            found.extend(gen)
+            continue
         for cand in gen:
             found.append(cand)
-            if cap is not None and len(found) >= cap:
+            if len(found) >= cap:
                 return found, providers
     return found, providers
 
