@@ -561,7 +561,11 @@ class _Search:
                 continue
             if one_per_tree and not self._claim_tree(rp):
                 continue
-            if resources:
+            if not resources:
+                pass
+            elif before is None:
+                held[rp] = amounts
+            else:
                 self._take(rp, amounts)
             if isolate:
                 taken.add(rp)
@@ -571,8 +575,12 @@ class _Search:
                 yield from self._place(idx + 1, anchor)
             if isolate:
                 taken.discard(rp)
-            if resources:
-                self._give_back(rp, before)
+            if not resources:
+                pass
+            elif before is None:
+                del held[rp]
+            else:
+                held[rp] = before
             if one_per_tree:
                 self._release_tree(rp)
 

@@ -45,6 +45,8 @@ at any place of the order: a fair sample of roots (within a root with
 several candidates, the combiner's order is shuffled too).
 """
 import bisect
+import itertools
+import operator
 import random
 
 import os_traits
@@ -67,6 +69,7 @@ _MIN_WINDOW = 64
 
 Empty = names.Empty
 _Group = names.Group
+_INV = operator.attrgetter('inv')
 _trait_ids = names.trait_ids
 
 
@@ -102,7 +105,6 @@ class _Request:
         self.trees = world.children > 0
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
-        self._tree_traits = {}
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -183,13 +185,7 @@ class _Request:
         return not (self.root_forbidden and self.root_forbidden & traits)
 
     def _tree_has(self, root, any_of):
-        traits = self._tree_traits.get(root)
-        if traits is None:
-            traits = set()
-            for rid in self.world.trees.get(root, ()):
-                traits |= self.rps[rid].traits
-            self._tree_traits[root] = traits
-        return not traits.isdisjoint(any_of)
+        return not self.world.tree_traits[root].isdisjoint(any_of)
 
     def _passes(self, g, rec):
         """``rec`` meets group ``g``'s trait and aggregate filters."""
@@ -267,10 +263,11 @@ class _Request:
         rps = self.rps
         ok_roots = [r for r in roots if self.root_ok(r)] \
             if self.root_required or self.root_forbidden else roots
+        batch = _Batch(self.world, ok_roots)
         per_group = []
         sharing_used = set()
         for g in self.groups:
-            by_anchor = self._in_trees(g, ok_roots)
+            by_anchor = self._in_trees(g, batch)
             srows = self._sharing_rows_for(g) if self.sharing else []
             sharing_used.update(r[0] for r in srows)
             if not by_anchor and not srows:
@@ -289,52 +286,54 @@ class _Request:
                                               anchors_of, bad_roots))
         return out
 
-    def _in_trees(self, g, roots):
-        """The providers of the trees under ``roots`` able to serve ``g``
-        on their own, in id order per anchor root: {root: [ids]} for a
-        numbered group (each serving all of it), {root: {class name:
-        [ids]}} for the unnumbered one.
+    def _in_trees(self, g, batch):
+        """The providers of the trees of ``batch`` (a _Batch) able to
+        serve ``g`` on their own, in id order per anchor root: {root:
+        [ids]} for a numbered group (each serving all of it), {root:
+        {class name: [ids]}} for the unnumbered one.
 
         What an inventory can serve is judged once per distinct
         inventory (providers alike share one inventory dict, see
-        world.py): in a cloud of alike trees that is a few checks, not
-        one per provider and class."""
-        trees = self.world.trees
-        rps = self.rps
+        world.py), and only the providers whose inventory serves
+        something are looked at one by one: in a cloud of alike trees,
+        a few checks and a pass at C speed."""
         passes = self._passes
         numbered = g.numbered
-        resourceless = not g.amounts
-        if resourceless and not (g.required or g.member_of):
-            # Upstream finds nothing without a positive filter.
-            return {}
+        out = {}
+        if not g.amounts:
+            # Upstream finds nothing without a positive filter; in_tree
+            # it ignores for resourceless groups.
+            if g.required or g.member_of:
+                for rec in batch.recs:
+                    if passes(g, rec):
+                        out.setdefault(rec.root, []).append(rec.id)
+            return out
+        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
+        memo = {key: self._fitting(g, inv, names)
+                for key, inv in batch.invs.items()}
+        fits = list(map(memo.__getitem__, batch.inv_keys))
         filtered = bool(g.required or g.forbidden or g.member_of or
                         g.forbidden_aggs)
-        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-        memo = {}
-        out = {}
-        for root in roots:
-            if (g.tree_root is not None and g.amounts and
-                    root != g.tree_root):
-                # in_tree is ignored by upstream for resourceless groups.
+        tree_root = g.tree_root
+        last = None
+        for rec, fitting in itertools.compress(zip(batch.recs, fits), fits):
+            root = rec.root
+            if tree_root is not None and root != tree_root:
                 continue
-            for rid in trees.get(root, ()):
-                rec = rps[rid]
-                if resourceless:
-                    if passes(g, rec):
-                        out.setdefault(root, []).append(rid)
-                    continue
-                inv = rec.inv
-                fitting = memo.get(id(inv))
-                if fitting is None:
-                    fitting = memo[id(inv)] = self._fitting(g, inv, names)
-                if not fitting or filtered and not passes(g, rec):
-                    continue
-                if numbered:
-                    out.setdefault(root, []).append(rid)
-                    continue
-                per_rc = out.setdefault(root, {})
-                for name in fitting:
-                    per_rc.setdefault(name, []).append(rid)
+            if filtered and not passes(g, rec):
+                continue
+            if root != last:
+                # A tree's providers come one after another.
+                mine = out[root] = [] if numbered else {}
+                last = root
+            if numbered:
+                mine.append(rec.id)
+                continue
+            for name in fitting:
+                per_rc = mine.get(name)
+                if per_rc is None:
+                    per_rc = mine[name] = []
+                per_rc.append(rec.id)
         return out
 
     @staticmethod
@@ -446,6 +445,23 @@ class _Request:
             if used + amount > capacity or amount > max_unit:
                 return False
         return True
+
+
+class _Batch:
+    """The providers of the trees under some roots, in the roots' order
+    then by id, as the groups of one batch read them: their records,
+    which inventory each has (by identity) and the distinct
+    inventories."""
+
+    __slots__ = ('recs', 'inv_keys', 'invs')
+
+    def __init__(self, world, roots):
+        ids = itertools.chain.from_iterable(
+            map(world.trees.get, roots, itertools.repeat(())))
+        self.recs = list(map(world.rps.__getitem__, ids))
+        invs = list(map(_INV, self.recs))
+        self.inv_keys = list(map(id, invs))
+        self.invs = dict(zip(self.inv_keys, invs))
 
 
 def _flat(req, g, roots, cap):
