@@ -274,7 +274,12 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
         if cached is None or cached[0] != shape:
             cached = prov.summary = (shape, _summary(prov, providers, *shape))
         parts.append(cached[1])
-    return orjson.Fragment(b'{%s}' % b','.join(parts))
+    if not parts:
+        return orjson.Fragment(b'{}')
+    # The braces go on the ends, so that megabytes are copied once.
+    parts[0] = b'{' + parts[0]
+    parts[-1] += b'}'
+    return orjson.Fragment(b','.join(parts))
 
 
 def _summary(prov, providers, requested, with_traits, nested):
