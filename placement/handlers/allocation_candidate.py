@@ -30,28 +30,28 @@ def _allocation_requests(cands, providers, want, isolate):
     """The allocation_requests list: a list of dicts before 1.12, later
     the JSON array itself, pre-serialised (an orjson.Fragment) from parts
     built once per provider and group (see _Renderer)."""
-    uuid_of = {rp: prov.uuid for rp, prov in providers.items()}
     if not want.matches(DICT_ALLOCATIONS):
         return [{'allocations': [
-            {'resource_provider': {'uuid': uuid_of[rp]}, 'resources': res}
+            {'resource_provider': {'uuid': providers[rp].uuid},
+             'resources': res}
             for rp, res in cand.allocations.items()]} for cand in cands]
     with_mappings = want.matches(MAPPINGS)
     sole = [cand.sole for cand in cands]
     if not cands:
         array = b'[]'
     elif None not in sole:
-        array = _sole_provider_requests(cands[0].groups[0], sole, uuid_of,
+        array = _sole_provider_requests(cands[0].groups[0], sole, providers,
                                         with_mappings)
     else:
-        array = _Renderer(cands, uuid_of, with_mappings, isolate).array()
+        array = _Renderer(cands, providers, with_mappings, isolate).array()
     return orjson.Fragment(array)
 
 
-def _sole_provider_requests(group, sole, uuid_of, with_mappings):
+def _sole_provider_requests(group, sole, providers, with_mappings):
     """The JSON array (bytes) of candidates that are each one provider
     serving the one group (a flat world's): one format operation each."""
     dumps = orjson.dumps
-    quoted = _quoted({rp: uuid_of[rp] for rp in sole})
+    quoted = _quoted({rp: providers[rp].uuid for rp in sole})
     uuids = map(quoted.__getitem__, sole)
     resources = dumps(group.amounts)
     if with_mappings:
@@ -98,7 +98,7 @@ class _Renderer:
     is joined on its own, and where two groups did draw on one provider
     its amounts are summed."""
 
-    def __init__(self, cands, uuid_of, with_mappings, isolate):
+    def __init__(self, cands, providers, with_mappings, isolate):
         self.groups = cands[0].groups
         self.picks = list(map(operator.attrgetter('picks'), cands))
         self.with_mappings = with_mappings
@@ -109,7 +109,7 @@ class _Renderer:
                      else set(itertools.chain.from_iterable(column))
                      for group, column in zip(self.groups, columns)]
         self.may_share = self._may_share(self.groups, per_group, isolate)
-        self.quoted = _quoted({rp: uuid_of[rp]
+        self.quoted = _quoted({rp: providers[rp].uuid
                                for rp in set().union(*per_group)})
         self.resources = combine.OnFirstUse(
             lambda items: b'{"resources":%s}' % orjson.dumps(dict(items)))
