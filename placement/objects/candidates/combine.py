@@ -128,7 +128,8 @@ class Group:
     """
 
     __slots__ = ('suffix', 'same_provider', 'resources', 'amounts',
-                 'one_provider', 'by_anchor', 'required', 'forbidden')
+                 'per_class', 'one_provider', 'by_anchor', 'required',
+                 'forbidden')
 
     def __init__(self, suffix, resources, by_anchor, required=(),
                  forbidden=()):
@@ -136,6 +137,7 @@ class Group:
         self.same_provider = bool(suffix)
         self.resources = list(resources)
         self.amounts = dict(self.resources)     # shared by candidates
+        self.per_class = [{rc: amount} for rc, amount in self.resources]
         self.one_provider = {}                  # rp -> [rp], shared too
         self.by_anchor = by_anchor
         self.required = [frozenset(s) for s in required]
@@ -587,13 +589,15 @@ class _Search:
     def _unnumbered_traits_ok(self, group, chosen):
         if not (group.forbidden or group.required):
             return True
+        forbidden = group.forbidden
+        providers = self.providers
         have = set()
         for rp in set(chosen):
-            traits = self.providers[rp].traits
-            if traits & group.forbidden:
+            traits = providers[rp].traits
+            if forbidden and not forbidden.isdisjoint(traits):
                 return False
             have |= traits
-        return all(any_of & have for any_of in group.required)
+        return all(not any_of.isdisjoint(have) for any_of in group.required)
 
     def _place_unnumbered(self, idx, group, anchor, per_rc, pos, chosen):
         if pos == len(group.resources):
@@ -609,22 +613,38 @@ class _Search:
             return
         rc, amt = group.resources[pos]
         one = ((rc, amt),)
-        amounts = {rc: amt}
+        amounts = group.per_class[pos]
         forbidden = group.forbidden
-        for rp in self.plan.order(per_rc.get(rc, ())):
-            if forbidden and not forbidden.isdisjoint(
-                    self.providers[rp].traits):
+        providers = self.providers
+        held = self.held
+        choices = per_rc.get(rc, ())
+        if self.plan.rng is not None:
+            choices = self.plan.order(choices)
+        for rp in choices:
+            if forbidden and not forbidden.isdisjoint(providers[rp].traits):
                 continue
-            if not self._fits(rp, one):
+            before = held.get(rp)
+            if before is None:
+                # Nothing taken from it yet: it fits alone.
+                inv = providers[rp].inventory.get(rc)
+                if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                    continue
+            elif not self._fits(rp, one):
                 continue
             if self.one_per_tree and not self._claim_tree(rp):
                 continue
-            before = self._take(rp, amounts)
+            if before is None:
+                held[rp] = amounts
+            else:
+                self._take(rp, amounts)
             chosen.append(rp)
             yield from self._place_unnumbered(idx, group, anchor, per_rc,
                                               pos + 1, chosen)
             chosen.pop()
-            self._give_back(rp, before)
+            if before is None:
+                del held[rp]
+            else:
+                held[rp] = before
             if self.one_per_tree:
                 self._release_tree(rp)
 
