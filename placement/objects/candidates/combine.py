@@ -383,7 +383,9 @@ class _Search:
         self.last = len(plan.groups) - 1
         # rp -> {rc: amount} the groups placed so far take from it; a
         # value is replaced, never changed (it may be a group's own
-        # amounts), so giving back restores the one before.
+        # amounts), so giving back restores the one before (or deletes
+        # the entry: the usual case, a provider that held nothing, is
+        # handled inline by the _place methods).
         self.held = {}
         self.picks = [None] * len(self.groups)
         self.numbered_rps = set()
@@ -407,24 +409,12 @@ class _Search:
         return True
 
     def _take(self, rp, amounts):
-        """Add ``amounts`` ({rc: amount}, kept as is if ``rp`` held
-        nothing) to what ``rp`` holds; returns what it held before."""
-        held = self.held
-        before = held.get(rp)
-        if before is None:
-            held[rp] = amounts
-        else:
-            total = dict(before)
-            for rc, amount in amounts.items():
-                total[rc] = total.get(rc, 0) + amount
-            held[rp] = total
-        return before
-
-    def _give_back(self, rp, before):
-        if before is None:
-            del self.held[rp]
-        else:
-            self.held[rp] = before
+        """Add ``amounts`` ({rc: amount}) to what ``rp`` already holds,
+        in a new dict."""
+        total = dict(self.held[rp])
+        for rc, amount in amounts.items():
+            total[rc] = total.get(rc, 0) + amount
+        self.held[rp] = total
 
     def _claim_tree(self, rp):
         """Old microversions (one_per_tree): a tree may contribute one
