@@ -30,28 +30,28 @@ def _allocation_requests(cands, providers, want, isolate):
     """The allocation_requests list: a list of dicts before 1.12, later
     the JSON array itself, pre-serialised (an orjson.Fragment) from parts
     built once per provider and group (see _Renderer)."""
-    uuid_of = {rp: prov.uuid for rp, prov in providers.items()}
     if not want.matches(DICT_ALLOCATIONS):
         return [{'allocations': [
-            {'resource_provider': {'uuid': uuid_of[rp]}, 'resources': res}
+            {'resource_provider': {'uuid': providers[rp].uuid},
+             'resources': res}
             for rp, res in cand.allocations.items()]} for cand in cands]
     with_mappings = want.matches(MAPPINGS)
     sole = [cand.sole for cand in cands]
     if not cands:
         array = b'[]'
     elif None not in sole:
-        array = _sole_provider_requests(cands[0].groups[0], sole, uuid_of,
+        array = _sole_provider_requests(cands[0].groups[0], sole, providers,
                                         with_mappings)
     else:
-        array = _Renderer(cands, uuid_of, with_mappings, isolate).array()
+        array = _Renderer(cands, providers, with_mappings, isolate).array()
     return orjson.Fragment(array)
 
 
-def _sole_provider_requests(group, sole, uuid_of, with_mappings):
+def _sole_provider_requests(group, sole, providers, with_mappings):
     """The JSON array (bytes) of candidates that are each one provider
     serving the one group (a flat world's): one format operation each."""
     dumps = orjson.dumps
-    quoted = _quoted({rp: uuid_of[rp] for rp in sole})
+    quoted = _quoted({rp: providers[rp].uuid for rp in sole})
     uuids = map(quoted.__getitem__, sole)
     resources = dumps(group.amounts)
     if with_mappings:
@@ -64,15 +64,22 @@ def _sole_provider_requests(group, sole, uuid_of, with_mappings):
     return b'[%s]' % b','.join([template % u for u in uuids])
 
 
+# What a uuid may hold and JSON needs no escape for: printable ASCII
+# but the quote and the backslash.
+_PLAIN = bytes(c for c in range(0x20, 0x7f) if c not in b'"\\')
+
+
 def _quoted(uuid_of):
     """{rp: the JSON string of its uuid}. Provider uuids are plain ASCII
     (the API takes UUIDs only): quoting them is then a format, cheaper
     than a serialiser call each (whose small outputs, kept alive by the
-    thousand, also cost it allocations)."""
+    thousand, also cost it allocations). All of them are checked, quoted
+    and encoded at once, then split apart (NUL separates them: it is not
+    plain)."""
     text = ''.join(uuid_of.values())
-    if text.isascii() and text.isprintable() and '"' not in text and \
-            '\\' not in text:
-        return {rp: b'"%s"' % uuid.encode() for rp, uuid in uuid_of.items()}
+    if text.isascii() and not text.encode().translate(None, _PLAIN):
+        quoted = ('"%s"' % '"\0"'.join(uuid_of.values())).encode()
+        return dict(zip(uuid_of, quoted.split(b'\0')))
     return {rp: orjson.dumps(uuid) for rp, uuid in uuid_of.items()}
 
 
@@ -80,7 +87,7 @@ class _Renderer:
     """Render, as JSON, candidates from their picks.
 
     Candidates of the search's batches have group lists of their own, but
-    alike position by position (combine's search order), which is all
+    alike position by position (see combine.Candidate), which is all
     rendering reads. What each group's pick renders to is serialised once
     per distinct pick (a wide request renders tens of thousands of
     candidates over a handful of providers): its allocations entry
@@ -91,20 +98,19 @@ class _Renderer:
     is joined on its own, and where two groups did draw on one provider
     its amounts are summed."""
 
-    def __init__(self, cands, uuid_of, with_mappings, isolate):
-        lists = combine.by_group_list(cands)
-        self.groups = lists[0][0]
+    def __init__(self, cands, providers, with_mappings, isolate):
+        self.groups = cands[0].groups
         self.picks = list(map(operator.attrgetter('picks'), cands))
         self.with_mappings = with_mappings
-        self.may_share = any(self._may_share(groups, isolate)
-                             for groups, _pos, _picks in lists)
         columns = [set(map(operator.itemgetter(pos), self.picks))
                    for pos in range(len(self.groups))]
-        used = set()
-        for group, column in zip(self.groups, columns):
-            used.update(column if group.same_provider
-                        else itertools.chain.from_iterable(column))
-        self.quoted = _quoted({rp: uuid_of[rp] for rp in used})
+        # Per group, the providers its picks use.
+        per_group = [column if group.same_provider
+                     else set(itertools.chain.from_iterable(column))
+                     for group, column in zip(self.groups, columns)]
+        self.may_share = self._may_share(self.groups, per_group, isolate)
+        self.quoted = _quoted({rp: providers[rp].uuid
+                               for rp in set().union(*per_group)})
         self.resources = combine.OnFirstUse(
             lambda items: b'{"resources":%s}' % orjson.dumps(dict(items)))
         # Per group: {pick: its allocations entry, b'' if none}, and
@@ -121,31 +127,37 @@ class _Renderer:
                 self.maps.append({rp: b'%s:[%s]' % (key, quoted[rp])
                                   for rp in column})
             else:
-                self.allocs.append({pick: self._alloc_entry(group, pick)
-                                    for pick in column})
+                # One provider per class (the usual pick): its entries
+                # are the providers' quoted uuids, each followed by its
+                # class's part; otherwise amounts are summed per provider.
+                tails = [b':' + self.resources[((rc, amount),)]
+                         for rc, amount in group.resources]
+                width = len(tails)
+                self.allocs.append({
+                    pick: b','.join(map(bytes.__add__,
+                                        map(quoted.__getitem__, pick),
+                                        tails))
+                    if len(set(pick)) == width
+                    else self._alloc_entry(group, pick)
+                    for pick in column})
                 self.maps.append({pick: b'%s:[%s]' % (key, b','.join(
                     map(quoted.__getitem__, dict.fromkeys(pick))))
                     for pick in column})
 
     @staticmethod
-    def _may_share(groups, isolate):
-        """Whether two groups that allocate can pick one provider
-        (numbered groups under isolate cannot)."""
-        seen = {}
-        for g in groups:
+    def _may_share(groups, per_group, isolate):
+        """Whether two groups that allocate picked one provider, in some
+        candidates (numbered groups under isolate never do in one)."""
+        seen = []
+        for g, mine in zip(groups, per_group):
             if g.same_provider and not g.resources:
                 continue
-            mine = set()
-            for rps in g.by_anchor.values():
-                mine.update(rps if g.same_provider
-                            else itertools.chain.from_iterable(
-                                rps.values()))
-            for other, theirs in seen.items():
+            for other, theirs in seen:
                 if isolate and g.same_provider and other.same_provider:
                     continue
                 if not theirs.isdisjoint(mine):
                     return True
-            seen[g] = mine
+            seen.append((g, mine))
         return False
 
     @staticmethod
@@ -232,43 +244,60 @@ class _Renderer:
 
 def _provider_summaries(cands, providers, groups, want, whole_trees):
     """Summaries of every provider in the trees the candidates use (only
-    the providers used, for old microversions on nested worlds)."""
+    the providers used, for old microversions on nested worlds), as the
+    JSON object itself (an orjson.Fragment).
+
+    A nested answer shows thousands of providers, the same ones request
+    after request: each one's ``"uuid":{...}`` entry is rendered once per
+    shape of summary (microversion, classes shown) and kept on the
+    provider (``combine.Provider.summary``; providers never change, a
+    refresh of the world makes new ones)."""
     used = combine.allocated_providers(cands)
     if whole_trees:
         roots = {providers[rp].root_id for rp in used}
         shown = [p for p in providers.values() if p.root_id in roots]
     else:
         shown = [providers[rp] for rp in used]
-    requested = set()
-    for g in groups.values():
-        requested.update(g.resources)
     all_classes = want.matches(ALL_RESOURCES_IN_SUMMARIES)
-    with_traits = want.matches(TRAITS_IN_SUMMARIES)
-    nested = want.matches(NESTED_AWARE)
-    out = {}
-    # Providers alike share one list of traits (in trait id order, see
-    # combine.Traits), and one capacity/used dict per equal inventory
-    # (read-only, like every part of the body): hashing the inventory's
-    # tuple costs less than a dict.
-    amounts = {}
+    if all_classes:
+        requested = None
+    else:
+        requested = set()
+        for g in groups.values():
+            requested.update(g.resources)
+        requested = frozenset(requested)
+    shape = (requested, want.matches(TRAITS_IN_SUMMARIES),
+             want.matches(NESTED_AWARE))
+    parts = []
     for prov in shown:
-        resources = {}
-        for rc, inv in prov.inventory.items():
-            if all_classes or rc in requested:
-                part = amounts.get(inv)
-                if part is None:
-                    part = amounts[inv] = {'capacity': inv[0],
-                                           'used': inv[1]}
-                resources[rc] = part
-        summary = {'resources': resources}
-        if with_traits:
-            summary['traits'] = prov.traits.listed
-        if nested:
-            parent = providers.get(prov.parent_id)
-            summary['parent_provider_uuid'] = parent.uuid if parent else None
-            summary['root_provider_uuid'] = providers[prov.root_id].uuid
-        out[prov.uuid] = summary
-    return out
+        cached = prov.summary
+        if cached is None or cached[0] != shape:
+            cached = prov.summary = (shape, _summary(prov, providers, *shape))
+        parts.append(cached[1])
+    if not parts:
+        return orjson.Fragment(b'{}')
+    # The braces go on the ends, so that megabytes are copied once.
+    parts[0] = b'{' + parts[0]
+    parts[-1] += b'}'
+    return orjson.Fragment(b','.join(parts))
+
+
+def _summary(prov, providers, requested, with_traits, nested):
+    """``"uuid":{...}``: one provider's entry in provider_summaries, its
+    classes those of ``requested`` (all if None)."""
+    resources = {rc: {'capacity': inv[0], 'used': inv[1]}
+                 for rc, inv in prov.inventory.items()
+                 if requested is None or rc in requested}
+    summary = {'resources': resources}
+    if with_traits:
+        # In trait id order, see combine.Traits.
+        summary['traits'] = prov.traits.listed
+    if nested:
+        # Whole trees are handed over: parent and root are there.
+        parent = providers.get(prov.parent_id)
+        summary['parent_provider_uuid'] = parent.uuid if parent else None
+        summary['root_provider_uuid'] = providers[prov.root_id].uuid
+    return b'%s:%s' % (orjson.dumps(prov.uuid), orjson.dumps(summary))
 
 
 def parse_query(req, want):

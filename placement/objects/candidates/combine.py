@@ -57,6 +57,7 @@ Its answer is then part of ours
   often every candidate then fails the capacity check. Here each
   candidate carries its own amounts.
 """
+import functools
 import itertools
 import operator
 
@@ -93,9 +94,14 @@ class OnFirstUse(dict):
 
 
 class Provider:
-    """What combine needs of one provider."""
+    """What combine needs of one provider.
 
-    __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory')
+    ``summary`` is the handler's cache of this provider's rendered
+    summary: a Provider of the world is never changed (a refresh makes a
+    new one), so what it renders to stays true as long as it lives."""
+
+    __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory',
+                 'summary')
 
     def __init__(self, id, uuid, parent_id, root_id, traits=_NO_TRAITS,
                  inventory=None):
@@ -107,6 +113,7 @@ class Provider:
                        else Traits(traits))
         # {rc_name: (capacity, used, max_unit)}
         self.inventory = inventory or {}
+        self.summary = None
 
 
 class Group:
@@ -121,7 +128,8 @@ class Group:
     """
 
     __slots__ = ('suffix', 'same_provider', 'resources', 'amounts',
-                 'one_provider', 'by_anchor', 'required', 'forbidden')
+                 'per_class', 'one_provider', 'by_anchor', 'required',
+                 'forbidden')
 
     def __init__(self, suffix, resources, by_anchor, required=(),
                  forbidden=()):
@@ -129,6 +137,7 @@ class Group:
         self.same_provider = bool(suffix)
         self.resources = list(resources)
         self.amounts = dict(self.resources)     # shared by candidates
+        self.per_class = [{rc: amount} for rc, amount in self.resources]
         self.one_provider = {}                  # rp -> [rp], shared too
         self.by_anchor = by_anchor
         self.required = [frozenset(s) for s in required]
@@ -140,6 +149,11 @@ class Candidate:
 
     ``picks`` holds, per group in search order, the provider id (numbered
     group) or the tuple of provider ids per resource class (unnumbered).
+    The candidates of one answer come from several combine calls (one
+    per batch of anchors), each with a group list of its own, but those
+    lists are alike position by position (same suffix, resources,
+    amounts: the order is _Plan's, a function of the request alone),
+    which is all that readers of a whole answer rely on.
     ``allocations`` ({provider id: {rc: amount}}) and ``mappings``
     ({suffix: [provider ids]}) are computed on first use.
     """
@@ -246,45 +260,24 @@ class Candidate:
                           for s, rps in self.mappings.items()))
 
 
-_GROUPS = operator.attrgetter('groups')
 _PICKS = operator.attrgetter('picks')
-
-
-def by_group_list(cands):
-    """[(groups, positions, picks)]: the candidates per group list (each
-    combine call has its own; the search makes one per batch of anchors),
-    with their positions in ``cands`` and their picks. One group list, the
-    usual case, is recognised at C speed (wide answers have tens of
-    thousands of candidates)."""
-    if not cands:
-        return []
-    lists = list(map(_GROUPS, cands))
-    if lists.count(lists[0]) == len(lists):
-        return [(lists[0], range(len(cands)), list(map(_PICKS, cands)))]
-    out = {}
-    for pos, cand in enumerate(cands):
-        entry = out.get(id(cand.groups))
-        if entry is None:
-            entry = out[id(cand.groups)] = (cand.groups, [], [])
-        entry[1].append(pos)
-        entry[2].append(cand.picks)
-    return list(out.values())
 
 
 def allocated_providers(cands):
     """Ids of the providers the candidates allocate from: a union per
-    group position, at C speed."""
+    group position, at C speed. The candidates of one answer have group
+    lists alike position by position (see Candidate)."""
     sole = [cand.sole for cand in cands]
     if None not in sole:
         return set(sole)
+    picks = list(map(_PICKS, cands))
     used = set()
-    for groups, _positions, picks in by_group_list(cands):
-        for pos, group in enumerate(groups):
-            column = map(operator.itemgetter(pos), picks)
-            if not group.same_provider:
-                used.update(itertools.chain.from_iterable(column))
-            elif group.resources:
-                used.update(column)
+    for pos, group in enumerate(cands[0].groups):
+        column = map(operator.itemgetter(pos), picks)
+        if not group.same_provider:
+            used.update(itertools.chain.from_iterable(column))
+        elif group.resources:
+            used.update(column)
     return used
 
 
@@ -355,6 +348,12 @@ class _Plan:
                     positions = _Pair(positions)
                 checks.append(positions)
             self.subtree_checks.append(checks)
+        # pairs[i]: the positions of the one same_subtree pair of two
+        # numbered groups complete once group i is placed, when that is
+        # its only check (nova's NUMA node and device), checked inline.
+        self.pairs = [checks[0] if len(checks) == 1 and
+                      type(checks[0]) is _Pair else None
+                      for checks in self.subtree_checks]
         # Numbered groups only, isolated, nothing else relating them (a
         # wide request): see _Search.injective.
         self.injective = (isolate and not one_provider_per_tree
@@ -382,7 +381,12 @@ class _Search:
         self.providers = plan.providers
         self.groups = plan.groups
         self.last = len(plan.groups) - 1
-        self.used = {}            # (rp, rc) -> amount added so far
+        # rp -> {rc: amount} the groups placed so far take from it; a
+        # value is replaced, never changed (it may be a group's own
+        # amounts), so giving back restores the one before (or deletes
+        # the entry: the usual case, a provider that held nothing, is
+        # handled inline by the _place methods).
+        self.held = {}
         self.picks = [None] * len(self.groups)
         self.numbered_rps = set()
         self.root_owner = {}      # root -> rp (old microversions only)
@@ -390,19 +394,27 @@ class _Search:
         self.one_per_tree = plan.one_per_tree
 
     # -- capacity bookkeeping ------------------------------------------
-    def _fits(self, rp, rc, amount):
-        inv = self.providers[rp].inventory.get(rc)
-        if inv is None:
-            return False
-        capacity, used, max_unit = inv
-        total = self.used.get((rp, rc), 0) + amount
-        return used + total <= capacity and total <= max_unit
+    def _fits(self, rp, resources):
+        """``rp`` can take ``resources`` ((rc, amount) pairs) on top of
+        what it holds."""
+        inventory = self.providers[rp].inventory
+        held = self.held.get(rp)
+        for rc, amount in resources:
+            inv = inventory.get(rc)
+            if inv is None:
+                return False
+            total = amount + held.get(rc, 0) if held else amount
+            if inv[1] + total > inv[0] or total > inv[2]:
+                return False
+        return True
 
-    def _take(self, rp, rc, amount):
-        self.used[(rp, rc)] = self.used.get((rp, rc), 0) + amount
-
-    def _give_back(self, rp, rc, amount):
-        self.used[(rp, rc)] -= amount
+    def _take(self, rp, amounts):
+        """Add ``amounts`` ({rc: amount}) to what ``rp`` already holds,
+        in a new dict."""
+        total = dict(self.held[rp])
+        for rc, amount in amounts.items():
+            total[rc] = total.get(rc, 0) + amount
+        self.held[rp] = total
 
     def _claim_tree(self, rp):
         """Old microversions (one_per_tree): a tree may contribute one
@@ -497,59 +509,85 @@ class _Search:
         return self._place_unnumbered(idx, group, anchor, per_rc, 0, [])
 
     def _place_numbered(self, idx, group, anchor):
-        # The innermost loop of wide requests: checks are inlined.
-        used = self.used
+        # The innermost loop of wide and nested requests: the usual case,
+        # a provider nothing was taken from yet, is checked inline.
+        held = self.held
         providers = self.providers
         isolate = self.plan.isolate
         taken = self.numbered_rps
         resources = group.resources
+        amounts = group.amounts
         subtree_check = bool(self.plan.subtree_checks[idx])
+        pair = self.plan.pairs[idx]
+        if pair is not None:
+            picks = self.picks
+            above = self._above
+            subtree_check = False
         last = self.last
         one_per_tree = self.one_per_tree
-        for rp in self.plan.order(group.by_anchor.get(anchor, ())):
+        choices = group.by_anchor.get(anchor, ())
+        if self.plan.rng is not None:
+            choices = self.plan.order(choices)
+        for rp in choices:
             if isolate and rp in taken:
                 continue
-            inventory = providers[rp].inventory
-            fits = True
-            for rc, amt in resources:
-                inv = inventory.get(rc)
-                if inv is None:
-                    fits = False
-                    break
-                total = used.get((rp, rc), 0) + amt
-                if inv[1] + total > inv[0] or total > inv[2]:
-                    fits = False
-                    break
-            if not fits or one_per_tree and not self._claim_tree(rp):
+            before = held.get(rp)
+            if before is None:
+                inventory = providers[rp].inventory
+                fits = True
+                for rc, amt in resources:
+                    inv = inventory.get(rc)
+                    if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                        fits = False
+                        break
+                if not fits:
+                    continue
+            elif not self._fits(rp, resources):
                 continue
-            for rc, amt in resources:
-                used[(rp, rc)] = used.get((rp, rc), 0) + amt
+            self.picks[idx] = rp
+            if pair is not None:
+                a, b = picks[pair[0]], picks[pair[1]]
+                if not (above(a, b) or above(b, a)):
+                    continue
+            elif subtree_check and not self._subtrees_ok(idx):
+                continue
+            if one_per_tree and not self._claim_tree(rp):
+                continue
+            if not resources:
+                pass
+            elif before is None:
+                held[rp] = amounts
+            else:
+                self._take(rp, amounts)
             if isolate:
                 taken.add(rp)
-            self.picks[idx] = rp
-            if subtree_check and not self._subtrees_ok(idx):
-                pass
-            elif idx == last:
+            if idx == last:
                 yield tuple(self.picks)
             else:
                 yield from self._place(idx + 1, anchor)
             if isolate:
                 taken.discard(rp)
-            for rc, amt in resources:
-                used[(rp, rc)] -= amt
+            if not resources:
+                pass
+            elif before is None:
+                del held[rp]
+            else:
+                held[rp] = before
             if one_per_tree:
                 self._release_tree(rp)
 
     def _unnumbered_traits_ok(self, group, chosen):
         if not (group.forbidden or group.required):
             return True
+        forbidden = group.forbidden
+        providers = self.providers
         have = set()
         for rp in set(chosen):
-            traits = self.providers[rp].traits
-            if traits & group.forbidden:
+            traits = providers[rp].traits
+            if forbidden and not forbidden.isdisjoint(traits):
                 return False
             have |= traits
-        return all(any_of & have for any_of in group.required)
+        return all(not any_of.isdisjoint(have) for any_of in group.required)
 
     def _place_unnumbered(self, idx, group, anchor, per_rc, pos, chosen):
         if pos == len(group.resources):
@@ -564,19 +602,39 @@ class _Search:
                 yield from self._place(idx + 1, anchor)
             return
         rc, amt = group.resources[pos]
-        for rp in self.plan.order(per_rc.get(rc, ())):
-            if self.providers[rp].traits & group.forbidden:
+        one = ((rc, amt),)
+        amounts = group.per_class[pos]
+        forbidden = group.forbidden
+        providers = self.providers
+        held = self.held
+        choices = per_rc.get(rc, ())
+        if self.plan.rng is not None:
+            choices = self.plan.order(choices)
+        for rp in choices:
+            if forbidden and not forbidden.isdisjoint(providers[rp].traits):
                 continue
-            if not self._fits(rp, rc, amt):
+            before = held.get(rp)
+            if before is None:
+                # Nothing taken from it yet: it fits alone.
+                inv = providers[rp].inventory.get(rc)
+                if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                    continue
+            elif not self._fits(rp, one):
                 continue
             if self.one_per_tree and not self._claim_tree(rp):
                 continue
-            self._take(rp, rc, amt)
+            if before is None:
+                held[rp] = amounts
+            else:
+                self._take(rp, amounts)
             chosen.append(rp)
             yield from self._place_unnumbered(idx, group, anchor, per_rc,
                                               pos + 1, chosen)
             chosen.pop()
-            self._give_back(rp, rc, amt)
+            if before is None:
+                del held[rp]
+            else:
+                held[rp] = before
             if self.one_per_tree:
                 self._release_tree(rp)
 
@@ -667,9 +725,13 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         # Anchor after anchor: one search serves them all.
         search = _Search(plan)
         stream = itertools.chain.from_iterable(map(search.run, anchors))
+    if not multi:
+        # No candidate can come out twice: made at C speed.
+        yield from map(functools.partial(Candidate, search_groups), stream)
+        return
     for picks in stream:
         cand = Candidate(search_groups, picks)
-        if multi and cand.provider_ids() <= multi:
+        if cand.provider_ids() <= multi:
             key = cand.key()
             if key in seen:
                 continue

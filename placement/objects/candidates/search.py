@@ -45,6 +45,8 @@ at any place of the order: a fair sample of roots (within a root with
 several candidates, the combiner's order is shuffled too).
 """
 import bisect
+import itertools
+import operator
 import random
 
 import os_traits
@@ -67,6 +69,7 @@ _MIN_WINDOW = 64
 
 Empty = names.Empty
 _Group = names.Group
+_INV = operator.attrgetter('inv')
 _trait_ids = names.trait_ids
 
 
@@ -102,7 +105,6 @@ class _Request:
         self.trees = world.children > 0
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
-        self._tree_traits = {}
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -183,13 +185,7 @@ class _Request:
         return not (self.root_forbidden and self.root_forbidden & traits)
 
     def _tree_has(self, root, any_of):
-        traits = self._tree_traits.get(root)
-        if traits is None:
-            traits = set()
-            for rid in self.world.trees.get(root, ()):
-                traits |= self.rps[rid].traits
-            self._tree_traits[root] = traits
-        return not traits.isdisjoint(any_of)
+        return not self.world.tree_traits[root].isdisjoint(any_of)
 
     def _passes(self, g, rec):
         """``rec`` meets group ``g``'s trait and aggregate filters."""
@@ -264,39 +260,91 @@ class _Request:
     def groups_for(self, roots):
         """combine.Group per request group for the trees under ``roots``
         (ascending ids); None when some group has nothing there."""
-        world = self.world
         rps = self.rps
         ok_roots = [r for r in roots if self.root_ok(r)] \
             if self.root_required or self.root_forbidden else roots
+        batch = _Batch(self.world, ok_roots)
         per_group = []
         sharing_used = set()
         for g in self.groups:
-            rows = []
-            for root in ok_roots:
-                if (g.tree_root is not None and g.amounts and
-                        root != g.tree_root):
-                    # in_tree is ignored by upstream for resourceless
-                    # groups.
-                    continue
-                for rid in world.trees.get(root, ()):
-                    self._rows_of(g, rps[rid], rows)
+            by_anchor = self._in_trees(g, batch)
             srows = self._sharing_rows_for(g) if self.sharing else []
             sharing_used.update(r[0] for r in srows)
-            if not rows and not srows:
+            if not by_anchor and not srows:
                 return None
-            per_group.append((g, rows, srows))
+            per_group.append((g, by_anchor, srows))
         anchors_of = self._anchors_of(sharing_used, roots)
         out = []
-        for g, rows, srows in per_group:
+        for g, by_anchor, srows in per_group:
             bad_roots = set()
             if srows and g.forbidden_aggs and not g.numbered:
                 for roots_ in anchors_of.values():
                     bad_roots.update(
                         r for r in roots_
                         if not g.forbidden_aggs.isdisjoint(rps[r].aggs))
-            out.append(self._to_combine_group(g, rows, srows, anchors_of,
-                                              bad_roots))
+            out.append(self._to_combine_group(g, by_anchor, srows,
+                                              anchors_of, bad_roots))
         return out
+
+    def _in_trees(self, g, batch):
+        """The providers of the trees of ``batch`` (a _Batch) able to
+        serve ``g`` on their own, in id order per anchor root: {root:
+        [ids]} for a numbered group (each serving all of it), {root:
+        {class name: [ids]}} for the unnumbered one.
+
+        What an inventory can serve is judged once per distinct
+        inventory (providers alike share one inventory dict, see
+        world.py), and only the providers whose inventory serves
+        something are looked at one by one: in a cloud of alike trees,
+        a few checks and a pass at C speed."""
+        passes = self._passes
+        numbered = g.numbered
+        out = {}
+        if not g.amounts:
+            # Upstream finds nothing without a positive filter; in_tree
+            # it ignores for resourceless groups.
+            if g.required or g.member_of:
+                for rec in batch.recs:
+                    if passes(g, rec):
+                        out.setdefault(rec.root, []).append(rec.id)
+            return out
+        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
+        memo = {key: self._fitting(g, inv, names)
+                for key, inv in batch.invs.items()}
+        fits = list(map(memo.__getitem__, batch.inv_keys))
+        filtered = bool(g.required or g.forbidden or g.member_of or
+                        g.forbidden_aggs)
+        tree_root = g.tree_root
+        last = None
+        for rec, fitting in itertools.compress(zip(batch.recs, fits), fits):
+            root = rec.root
+            if tree_root is not None and root != tree_root:
+                continue
+            if filtered and not passes(g, rec):
+                continue
+            if root != last:
+                # A tree's providers come one after another.
+                mine = out[root] = [] if numbered else {}
+                last = root
+            if numbered:
+                mine.append(rec.id)
+                continue
+            for name in fitting:
+                per_rc = mine.get(name)
+                if per_rc is None:
+                    per_rc = mine[name] = []
+                per_rc.append(rec.id)
+        return out
+
+    @staticmethod
+    def _fitting(g, inv, names):
+        """Names of the classes of ``g`` that ``inv`` can serve on its
+        own; for a numbered group all of them or none."""
+        fitting = tuple(names[rc] for rc, amount in g.amounts
+                        if rc in inv and _fits(inv[rc], amount))
+        if g.numbered and len(fitting) < len(g.amounts):
+            return ()
+        return fitting
 
     def _anchors_of(self, sharing_ids, roots):
         """{sharing provider id: {roots among ``roots`` whose tree has a
@@ -323,23 +371,17 @@ class _Request:
                     out.setdefault(sp, set()).add(root)
         return out
 
-    def _to_combine_group(self, g, rows, srows, anchors_of, bad_roots):
+    def _to_combine_group(self, g, by_anchor, srows, anchors_of,
+                          bad_roots):
+        """combine.Group of ``g``: the trees' providers (``_in_trees``),
+        then the sharing providers under each root they are anchored
+        to."""
         names = {rc_id: name for name, rc_id in g.rc_ids.items()}
         if g.numbered:
-            # provider -> classes it can serve; keep those serving all.
-            served = {}
-            root_of = {}
-            for rp, root, rc in rows:
-                served.setdefault(rp, set()).add(rc)
-                root_of[rp] = root
-            need = set(g.rc_ids.values())
-            by_anchor = {}
-            for rp in sorted(served):
-                if served[rp] >= need:
-                    by_anchor.setdefault(root_of[rp], []).append(rp)
             s_served = {}
             for rp, root, rc in srows:
                 s_served.setdefault(rp, set()).add(rc)
+            need = set(g.rc_ids.values())
             for rp in sorted(s_served):
                 if s_served[rp] >= need:
                     for anchor in sorted(anchors_of.get(rp, ())):
@@ -347,10 +389,6 @@ class _Request:
                         if rp not in lst:
                             lst.append(rp)
             return combine.Group(g.suffix, g.resources, by_anchor)
-        by_anchor = {}
-        for rp, root, rc in sorted(rows):
-            by_anchor.setdefault(root, {}).setdefault(
-                names[rc], []).append(rp)
         for rp, root, rc in sorted(srows):
             for anchor in sorted(anchors_of.get(rp, ())):
                 if anchor in bad_roots:
@@ -407,6 +445,23 @@ class _Request:
             if used + amount > capacity or amount > max_unit:
                 return False
         return True
+
+
+class _Batch:
+    """The providers of the trees under some roots, in the roots' order
+    then by id, as the groups of one batch read them: their records,
+    which inventory each has (by identity) and the distinct
+    inventories."""
+
+    __slots__ = ('recs', 'inv_keys', 'invs')
+
+    def __init__(self, world, roots):
+        ids = itertools.chain.from_iterable(
+            map(world.trees.get, roots, itertools.repeat(())))
+        self.recs = list(map(world.rps.__getitem__, ids))
+        invs = list(map(_INV, self.recs))
+        self.inv_keys = list(map(id, invs))
+        self.invs = dict(zip(self.inv_keys, invs))
 
 
 def _flat(req, g, roots, cap):
@@ -469,7 +524,7 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
             continue
         anchors = [r for r in batch if r in viable]
         used_sharing = set()
-        for cg in cgroups:
+        for cg in cgroups if req.sharing else ():
             for per in cg.by_anchor.values():
                 if cg.same_provider:
                     used_sharing.update(rp for rp in per
@@ -485,9 +540,12 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
             one_provider_per_tree=not nested_aware and has_trees,
             strategy=strategy, anchors=anchors, seen=seen,
             rng=rng, shared_ids=req.sharing)
+        if cap is None:
+            found.extend(gen)
+            continue
         for cand in gen:
             found.append(cand)
-            if cap is not None and len(found) >= cap:
+            if len(found) >= cap:
                 return found, providers
     return found, providers
 

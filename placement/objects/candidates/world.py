@@ -86,6 +86,8 @@ class World:
         self.by_agg = collections.defaultdict(set)      # agg id -> ids
         self.by_uuid = {}                           # uuid -> id
         self.children = 0                           # providers w/ parent
+        # root id -> frozenset of the trait ids in its tree, on first use.
+        self.tree_traits = combine.OnFirstUse(self._traits_in_tree)
         self.loads = 0                              # full loads (tests)
 
     # -- the change check -------------------------------------------------
@@ -172,6 +174,7 @@ class World:
             self.by_agg = collections.defaultdict(set)
             self.by_uuid = {}
             self.children = 0
+            self.tree_traits.clear()
             self.loads += 1
         else:
             for rp_id in ids:
@@ -231,6 +234,7 @@ class World:
         """Index ``rec``; ``bulk``: in id order during a full load, which
         sorts the roots once at the end."""
         self.rps[rec.id] = rec
+        self.tree_traits.pop(rec.root, None)
         self.by_uuid[rec.uuid] = rec.id
         tree = self.trees.get(rec.root)
         if tree is None:
@@ -253,6 +257,7 @@ class World:
         if rec is None:
             return
         del self.by_uuid[rec.uuid]
+        self.tree_traits.pop(rec.root, None)
         tree = self.trees[rec.root]
         tree.remove(rp_id)
         if not tree:
@@ -266,6 +271,10 @@ class World:
             self.by_agg[aid].discard(rp_id)
 
     # -- what a search asks -------------------------------------------------
+
+    def _traits_in_tree(self, root):
+        return frozenset().union(*(self.rps[rid].traits
+                                   for rid in self.trees.get(root, ())))
 
     def tree_providers(self, roots):
         """{id: combine.Provider} of the whole trees under ``roots``."""

@@ -222,6 +222,12 @@ def test_writes_through_the_api_are_seen_at_once(monkeypatch):
         c = cloud.provider('c', parent=a)                   # a new child
         cloud.inventory(c, DISK_GB=10)
         assert same_as_sql('resources=VCPU:1,DISK_GB:5') == sorted([a, c])
+        # The trait sets of trees the World keeps follow their providers.
+        tree_q = 'resources=VCPU:1,DISK_GB:5&required=CUSTOM_TREE'
+        _call(app, 'PUT', '/traits/CUSTOM_TREE')
+        assert same_as_sql(tree_q) == []
+        cloud.traits(c, 'CUSTOM_TREE')
+        assert same_as_sql(tree_q) == sorted([a, c])
         d = cloud.provider('d')                             # re-parented
         cloud.inventory(d, DISK_GB=100)
         _call(app, 'PUT', '/resource_providers/' + c,
