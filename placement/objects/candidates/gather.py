@@ -76,7 +76,7 @@ _MIN_BATCH = 8
 # Trees of at least _DENSE_MIN roots less than _DENSE_SPAN ids apart on
 # average, or more than _MAX_LIST roots, are read by id range (see _dense).
 _DENSE_MIN = 64
-_DENSE_SPAN = 2
+_DENSE_SPAN = 16
 _MAX_LIST = 10000
 
 Empty = names.Empty
@@ -276,11 +276,11 @@ def _sharing_trait_id(ctx):
 def _dense(roots):
     """Whether sorted ``roots`` are many and close together, or too many
     to list: then their trees are read by id range and the trees in
-    between dropped in Python. Reading up to twice the rows needed costs
-    less than a long list of ids (on SQLite and PostgreSQL alike: 20,000
-    flat providers, every third one wanted, 0.34 s instead of 0.55 s),
-    and SQLite refuses more than 32,766 parameters (capacity reads every
-    tree)."""
+    between dropped in Python. A long list of ids costs the database more
+    to parse and plan than the rows it skips, and SQLite refuses more than
+    32,766 parameters (capacity reads every tree). (A span of 2 helped
+    SQLite and PostgreSQL but a run on MySQL went from 1 s to 47 s of
+    wall time; not understood yet, so the tried value stays.)"""
     return len(roots) >= _DENSE_MIN and (
         roots[-1] - roots[0] < _DENSE_SPAN * len(roots) or
         len(roots) > _MAX_LIST)
