@@ -288,10 +288,7 @@ def _patterns(ctx, groups, wide, roots):
         gatherer = gather.Gatherer(ctx, groups, wide)
     except gather.Empty:
         return {}, {}
-    lo, hi = gatherer.id_range()
-    if lo is None:
-        return {}, {}
-    cgroups = gatherer.window(lo, hi + 1, everything=True)
+    cgroups = gatherer.combine_groups()
     if not cgroups:
         return {}, {}
     anchors = combine.viable_anchors(cgroups)

@@ -56,7 +56,7 @@ def _upstream_built():
 def random_world(rnd, flat=False):
     """Random trees, sharing providers, inventories, usages, traits and
     aggregates. ``flat``: more roots, no child, no sharing provider (the
-    shape answered by one statement, see gather.Gatherer.flat)."""
+    shape of the world's fast path, see search._flat)."""
     w = cw.WorldBuilder()
     names = []
     for r in range(rnd.randint(2, 10) if flat else rnd.randint(1, 4)):
@@ -289,7 +289,7 @@ def test_random_worlds_match_upstream():
 
 def test_flat_worlds_match_upstream():
     """Worlds without trees or sharing providers, where the unnumbered
-    group alone is answered by gather's flat statement."""
+    group alone is answered by the world's fast path (search._flat)."""
     _compare_with_upstream(random.Random(SEED + 1), max(CASES // 2, 30),
                            lambda rnd: random_world(rnd, flat=True))
 

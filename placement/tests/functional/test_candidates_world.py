@@ -28,7 +28,7 @@ from placement.objects.candidates import world as world_mod
 from placement.objects import changes
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
-from placement.tests.functional import test_candidate_windows_random as twr
+from placement.tests.functional import test_candidate_gather as twr
 from placement.tests.functional import test_candidates_differential as diff
 
 LATEST = '1.39'
