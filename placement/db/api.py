@@ -126,13 +126,13 @@ def get_engine():
     return context_manager.writer.get_engine()
 
 
-# Set while one_statement_reader(ping=False) checks out its connection.
+# Set while unpinged_checkout() waits for its connection.
 _CHECKOUT = threading.local()
 
 
 def _skippable_ping(engine):
     """Let this thread skip the pool's liveness check of its next checkout
-    (see one_statement_reader); installed once per engine."""
+    (see unpinged_checkout); installed once per engine."""
     dialect = engine.dialect
     if getattr(dialect.do_ping, 'placement_skippable', False):
         return
@@ -173,7 +173,7 @@ def is_disconnect(exc):
 
 
 @contextlib.contextmanager
-def one_statement_reader(ctx, ping=True):
+def one_statement_reader(ctx):
     """``ctx``'s read connection, for reads that are each one statement.
     On PostgreSQL they run outside any transaction: one statement sees
     one snapshot anyway, and BEGIN and ROLLBACK are two round trips more
@@ -181,33 +181,18 @@ def one_statement_reader(ctx, ping=True):
     psycopg2's own autocommit flag is flipped, and back before the
     enginefacade ends its (then empty) transaction; SQLAlchemy's isolation
     level is not used, as its reset at check-in costs a round trip of its
-    own. Lookups nested in the block share the connection.
-
-    With ``ping=False`` the pool does not check that the connection is
-    alive before handing it over (a round trip, 3% of a flat answer over
-    HTTP): for reads that are run again when the connection turns out
-    lost (is_disconnect; SQLAlchemy has then invalidated it and the
-    pool's older connections)."""
-    if not ping:
-        # Primary or replica: the one this checkout uses is not known here.
-        _skippable_ping(context_manager.writer.get_engine())
-        _skippable_ping(context_manager.reader.get_engine())
-        _CHECKOUT.no_ping = True
-    try:
-        with reader_connection.using(ctx) as conn:
-            _CHECKOUT.no_ping = False
-            dbapi_conn = conn.connection.driver_connection
-            flip = (conn.dialect.driver == 'psycopg2' and
-                    not dbapi_conn.autocommit and _pg_idle(dbapi_conn))
-            if flip:
-                dbapi_conn.autocommit = True
-            try:
-                yield conn
-            finally:
-                if flip and not dbapi_conn.closed:
-                    dbapi_conn.autocommit = False
-    finally:
-        _CHECKOUT.no_ping = False
+    own. Lookups nested in the block share the connection."""
+    with reader_connection.using(ctx) as conn:
+        dbapi_conn = conn.connection.driver_connection
+        flip = (conn.dialect.driver == 'psycopg2' and
+                not dbapi_conn.autocommit and _pg_idle(dbapi_conn))
+        if flip:
+            dbapi_conn.autocommit = True
+        try:
+            yield conn
+        finally:
+            if flip and not dbapi_conn.closed:
+                dbapi_conn.autocommit = False
 
 
 def _pg_idle(dbapi_conn):
