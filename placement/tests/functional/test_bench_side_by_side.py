@@ -49,10 +49,13 @@ def test_quick_run_prints_every_figure():
     assert float(rows['1 flat 20: full'][5][0]) > 0   # 10 clients' req/s
 
     race = re.search(r'^ours +8 +2 \| +80 +[\d.]+ \| +(\d+) +(\d+) \| +(\d+)'
-                     r' +(\d+)$', proc.stdout, re.M)
+                     r' +(\d+) \| ([\d.]+) / ([\d.]+) / ([\d.]+)$',
+                     proc.stdout, re.M)
     assert race, proc.stdout
-    acked, refused, other, over = map(int, race.groups())
+    acked, refused, other, over = map(int, race.groups()[:4])
     assert acked + refused == 80 and other == 0 and over == 0
+    app, _db, client = map(float, race.groups()[4:])
+    assert app > 0 and client > 0   # CPU per write (no backends on SQLite)
 
     # Every flat provider was built and can be sampled.
     spread = re.findall(r'^ +(20|40) +40 \| +(\d+) ', proc.stdout, re.M)
