@@ -1,9 +1,12 @@
 """How many statements an allocation write sends: the write's latency is
 mostly round trips to the database, so a change that adds one should be a
-deliberate one (this test then says by how much)."""
+deliberate one (this test then says by how much). And the round trip it
+saves, the pool's liveness ping: a write on a connection the database has
+dropped still succeeds, stored once."""
 import json
 import uuid
 
+import pytest
 import sqlalchemy as sa
 import webob
 
@@ -70,3 +73,46 @@ def test_statements_per_put():
     lock = 0 if test_db.backend() == 'sqlite' else 1
     assert new == 5 + lock, statements
     assert replace == 6 + lock
+
+
+def _kill_others(url):
+    """End every other server connection to this database (through an
+    engine of its own: the app's pool must keep its connection)."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        if engine.dialect.name == 'postgresql':
+            conn.execute(sa.text(
+                'SELECT pg_terminate_backend(pid) FROM pg_stat_activity '
+                'WHERE datname = current_database() '
+                'AND pid <> pg_backend_pid()')).all()
+            return
+        ids = [r[0] for r in conn.execute(sa.text(
+            'SELECT id FROM information_schema.processlist '
+            'WHERE db = DATABASE() AND id <> CONNECTION_ID()'))]
+        for conn_id in ids:
+            conn.execute(sa.text('KILL %d' % conn_id))
+    engine.dispose()
+
+
+@pytest.mark.skipif(test_db.backend() == 'sqlite',
+                    reason='SQLite has no server to drop connections')
+def test_write_on_a_dropped_pooled_connection():
+    """The write skips the ping; a connection found lost by its first
+    statement has done nothing, and the write runs again on a fresh one."""
+    w = cw.WorldBuilder()
+    w.provider('cn')
+    w.inventory('cn', 'VCPU', 8)
+    w.inventory('cn', 'MEMORY_MB', 1024)
+    rp = w.by_name['cn']['uuid']
+    with gabbits.app_and_engine_over_world(w) as (app, engine):
+        assert _put(app, str(uuid.uuid4()), rp, None).status_int == 204
+        # The app's connection is back in the pool; drop it server-side.
+        _kill_others(engine.url)
+        consumer = str(uuid.uuid4())
+        resp = _put(app, consumer, rp, None)
+        assert resp.status_int == 204, resp.body
+        with engine.connect() as conn:
+            used = conn.execute(sa.text(
+                'SELECT used FROM allocations WHERE consumer_id = :c'),
+                {'c': consumer}).scalars().all()
+        assert sorted(used) == [1, 64]   # stored once
