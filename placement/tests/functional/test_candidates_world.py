@@ -214,6 +214,14 @@ def test_writes_through_the_api_are_seen_at_once(monkeypatch):
         assert same_as_sql(q) == [a]
         _call(app, 'DELETE', '/allocations/' + consumer)    # its removal
         assert same_as_sql(q) == sorted([a, b])
+        # The usage of a provider shown before (its summary was rendered
+        # once, and must not be served again).
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=1)
+        assert same_as_sql(q) == sorted([a, b])
+        summaries = twr.get(app, '/allocation_candidates?' + q,
+                            LATEST)[1]['provider_summaries']
+        assert summaries[a]['resources']['VCPU'] == {'capacity': 4,
+                                                     'used': 1}
         cloud.traits(b, 'CUSTOM_FAST')                      # traits
         assert same_as_sql(q + '&required=CUSTOM_FAST') == [b]
         agg = str(uuidlib.uuid4())
