@@ -76,19 +76,25 @@ def test_statements_per_put():
 
 
 def _kill_others(url):
-    """End every other server connection to this database (through an
-    engine of its own: the app's pool must keep its connection)."""
+    """End every other client connection of our user to this database
+    (through an engine of its own: the app's pool must keep its
+    connection). Server processes such as an autovacuum worker belong to
+    the superuser and are left alone: ending them needs rights the test
+    user does not have."""
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         if engine.dialect.name == 'postgresql':
             conn.execute(sa.text(
                 'SELECT pg_terminate_backend(pid) FROM pg_stat_activity '
                 'WHERE datname = current_database() '
+                'AND usename = current_user '
+                "AND backend_type = 'client backend' "
                 'AND pid <> pg_backend_pid()')).all()
             return
         ids = [r[0] for r in conn.execute(sa.text(
             'SELECT id FROM information_schema.processlist '
-            'WHERE db = DATABASE() AND id <> CONNECTION_ID()'))]
+            "WHERE db = DATABASE() AND user = SUBSTRING_INDEX(USER(), '@', 1) "
+            "AND command <> 'Daemon' AND id <> CONNECTION_ID()"))]
         for conn_id in ids:
             conn.execute(sa.text('KILL %d' % conn_id))
     engine.dispose()
