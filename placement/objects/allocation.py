@@ -11,6 +11,7 @@ upstream), so two writers can never both commit past capacity on any
 database. Providers are locked in id order to keep MySQL from deadlocking.
 """
 import collections
+import contextlib
 import dataclasses
 import random
 import time
@@ -218,20 +219,11 @@ def replace_all(ctx, writes):
     while attempt < attempts:
         attempt += 1
         progress = {'sent': False}
+        checkout = (contextlib.nullcontext() if ping
+                    else db_api.unpinged_checkout())
         try:
-            try:
-                if ping:
-                    return _replace_all_txn(ctx, writes, owners, progress)
-                with db_api.unpinged_checkout():
-                    return _replace_all_txn(ctx, writes, owners, progress)
-            except Exception as exc:
-                if (ping or progress['sent'] or
-                        not db_api.is_disconnect(exc)):
-                    raise
-                LOG.debug('Pooled connection lost; allocations write again '
-                          'on a checked one')
-                ping = True
-                attempt -= 1
+            with checkout:
+                return _replace_all_txn(ctx, writes, owners, progress)
         except _OwnersMissing:
             # Not a conflict: make the missing rows, and the write again
             # (with every owner known, this cannot happen twice).
@@ -246,6 +238,13 @@ def replace_all(ctx, writes):
                 # A little jitter stops losers of one race from all
                 # colliding again on the next try.
                 time.sleep(random.uniform(0, 0.005 * attempt))
+        except Exception as exc:
+            if ping or progress['sent'] or not db_api.is_disconnect(exc):
+                raise
+            LOG.debug('Pooled connection lost; allocations write again '
+                      'on a checked one')
+            ping = True
+            attempt -= 1
     LOG.warning('Exceeded retry limit of %d on allocations write', attempts)
     raise exception.ResourceProviderConcurrentUpdateDetected()
 
