@@ -1,7 +1,8 @@
 """Combine gathered providers into allocation candidates: a pure function.
 
-The gather step (SQL) hands over, per request group and per anchor root,
-the providers that can serve each requested amount on their own. What is
+Either engine (search.py over the in-memory world, sql.py) hands over,
+per request group and per anchor root, the providers that can serve each
+requested amount on their own and pass the group's rules (rules.py). What is
 left is to pick one provider per group (one per resource class for the
 unnumbered group) so that, together, the picks respect:
 
@@ -9,7 +10,7 @@ unnumbered group) so that, together, the picks respect:
   (provider, class) must fit ``capacity - used`` and ``max_unit``;
 * traits of the unnumbered group: the providers it uses must collectively
   hold every required any-of set and none may hold a forbidden trait
-  (numbered groups were filtered per provider in SQL);
+  (numbered groups were filtered per provider already);
 * ``group_policy=isolate``: numbered groups use distinct providers;
 * ``same_subtree``: the providers of the named groups all hang below one of
   them;
@@ -37,29 +38,16 @@ Identical candidates (same allocations and same mappings) reached from two
 anchors -- a request served entirely by a sharing provider -- are yielded
 once, as upstream's set does.
 
-Two things upstream 16.0.0 does are not followed, because they drop
-candidates that meet every documented rule (the unnumbered group "may be
-satisfied by any provider in the same non-sharing tree or associated via
-aggregate"; without ``group_policy=isolate`` groups may share providers).
-Its answer is then part of ours
-(``tests/functional/test_candidates_upstream_differences.py``):
-
-* an unnumbered group served only by sharing providers: upstream keeps
-  that pick under one of the trees sharing their aggregate (its set of
-  the group's candidates ignores the anchor; the tree kept is the first
-  in CPython's set order of (provider, root, class) id tuples), so
-  numbered groups served in the other trees find no partner. Here the
-  pick stands under every such tree.
-* a class asked by several groups, ``group_policy`` not ``none``:
-  upstream adds the amounts of one candidate into allocation objects it
-  shares with others (``copy_arr_if_needed`` copies only for ``none``),
-  so those are judged, and may be shown, with amounts nobody asked for;
-  often every candidate then fails the capacity check. Here each
-  candidate carries its own amounts.
+Where upstream 16.0.0 drops candidates that meet every documented rule,
+this combiner keeps them (doc/candidates-engine.rst, "Where we differ
+from upstream"; tests/functional/test_candidates_upstream_differences.py).
 """
 import functools
 import itertools
 import operator
+import typing
+
+from placement.objects.candidates import rules
 
 
 class Traits(frozenset):
@@ -93,6 +81,28 @@ class OnFirstUse(dict):
         return value
 
 
+class Room(typing.NamedTuple):
+    """What one inventory of a provider leaves for the combiner to judge:
+    a candidate's amounts summed per provider and class must stay within
+    ``capacity - used`` and ``max_unit``. ``capacity`` is
+    ``int((total - reserved) * allocation_ratio)``, as upstream's
+    Python check has it."""
+    capacity: int
+    used: int
+    max_unit: int
+
+
+def fits_alone(inventory, resources):
+    """``inventory`` ({class name: Room}) has room for each of
+    ``resources`` ((class name, amount) pairs), nothing else taken."""
+    for rc, amount in resources:
+        room = inventory.get(rc)
+        if room is None or room.used + amount > room.capacity or \
+                amount > room.max_unit:
+            return False
+    return True
+
+
 class Provider:
     """What combine needs of one provider.
 
@@ -111,8 +121,7 @@ class Provider:
         self.root_id = root_id
         self.traits = (traits if type(traits) is Traits
                        else Traits(traits))
-        # {rc_name: (capacity, used, max_unit)}
-        self.inventory = inventory or {}
+        self.inventory = inventory or {}        # {class name: Room}
         self.summary = None
 
 
@@ -291,21 +300,13 @@ def _ancestors(providers, rp_id):
 
 
 def same_subtree_ok(providers, rp_ids, ancestors=None):
-    """True when one of ``rp_ids`` is an ancestor-or-self of all of them.
-    ``ancestors`` (rp -> frozenset of ancestors-or-self) may be a cache."""
-    rp_ids = set(rp_ids)
-    if len(rp_ids) <= 1:
-        return True
+    """rules.same_subtree over ``providers`` ({id: Provider});
+    ``ancestors`` (rp -> frozenset of ancestors-or-self) may be a
+    cache."""
     if ancestors is None:
         ancestors = OnFirstUse(
             lambda rp: frozenset(_ancestors(providers, rp)))
-    common = None
-    for rp in rp_ids:
-        anc = ancestors[rp]
-        common = anc if common is None else common & anc
-        if not common:
-            return False
-    return not common.isdisjoint(rp_ids)
+    return rules.same_subtree(ancestors, rp_ids)
 
 
 class _Pair(tuple):
@@ -404,7 +405,7 @@ class _Search:
             if inv is None:
                 return False
             total = amount + held.get(rc, 0) if held else amount
-            if inv[1] + total > inv[0] or total > inv[2]:
+            if inv.used + total > inv.capacity or total > inv.max_unit:
                 return False
         return True
 
@@ -450,7 +451,8 @@ class _Search:
         same order (lexicographic in each group's list), at C speed: 8
         groups over 8 children are 40,320 candidates."""
         lists = [[rp for rp in g.by_anchor.get(anchor, ())
-                  if self._fits_alone(rp, g)] for g in self.groups]
+                  if fits_alone(self.providers[rp].inventory, g.resources)]
+                 for g in self.groups]
         if all(lst == lists[0] for lst in lists):
             return itertools.permutations(self.plan.order(lists[0]),
                                           len(lists))
@@ -458,14 +460,6 @@ class _Search:
         width = len(lists)
         return (picks for picks in itertools.product(*lists)
                 if len(set(picks)) == width)
-
-    def _fits_alone(self, rp, group):
-        inventory = self.providers[rp].inventory
-        for rc, amt in group.resources:
-            inv = inventory.get(rc)
-            if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
-                return False
-        return True
 
     def _subtrees_ok(self, idx):
         picks = self.picks
@@ -537,7 +531,8 @@ class _Search:
                 fits = True
                 for rc, amt in resources:
                     inv = inventory.get(rc)
-                    if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                    if inv is None or inv.used + amt > inv.capacity or \
+                            amt > inv.max_unit:
                         fits = False
                         break
                 if not fits:
@@ -617,7 +612,8 @@ class _Search:
             if before is None:
                 # Nothing taken from it yet: it fits alone.
                 inv = providers[rp].inventory.get(rc)
-                if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                if inv is None or inv.used + amt > inv.capacity or \
+                        amt > inv.max_unit:
                     continue
             elif not self._fits(rp, one):
                 continue

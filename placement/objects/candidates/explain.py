@@ -1,29 +1,28 @@
 """Why a GET /allocation_candidates query answers what it answers.
 
-The real answer comes from the real engine (``gather.find``), run
-in-process on the same request groups; the explanation is computed beside
-it, on its own code path, so ordinary candidate queries never pay for it.
+Everything is read from one snapshot of the world the answer comes from
+(engine.snapshot): the real answer is searched in it (search.py), and
+every reason comes from the verdicts of the rules that search applies
+(rules.py). An explanation therefore agrees with the answer by
+construction; ordinary candidate queries never pay for it.
 
 Shape of the explanation:
 
-* per request group, the providers each filter step kept, in a fixed
-  order (class present, capacity left, min/max unit and step size,
-  traits, aggregates, in_tree, root_required), judged over the rows of
-  every provider's inventories, usages, traits and aggregates read once
-  (bounded by the world's size: fine up to some 10^4 providers). The
-  rules are gather's: a numbered group judges one provider; the
-  unnumbered group judges a provider with its root for aggregates and
-  with its tree (or a sharing provider) for required traits;
-* then what combining the groups removed, worked out by running the real
-  engine again with one rule relaxed at a time (limit, group_policy
+* per request group, the providers each rule kept, in a fixed order
+  (class present, capacity left, min/max unit and step size, required
+  and forbidden traits, member_of and its forbidden aggregates, in_tree,
+  root_required). A numbered group judges one provider; the unnumbered
+  group judges a provider with its root for aggregates and with its
+  tree (or the sharing providers) for amounts and required traits;
+* then what combining the groups removed, worked out by searching the
+  same world again with one rule relaxed at a time (limit, group_policy
   isolate, same_subtree, one provider per tree before 1.29): a provider
   used only once a rule is relaxed was removed by that rule; what no
   relaxation brings back is explained from the per-group survivors
   (nothing in its tree serves another group, a sharing provider with no
   tree to serve, or the picks do not fit together);
 * the first reason for every provider, in words and numbers;
-* when nothing fits, what dropping one constraint would bring back
-  (again by the real engine).
+* when nothing fits, what dropping one constraint would bring back.
 
 Kept providers are exactly those the real answer allocates from or maps
 a group to; every other provider has one reason, so the counts add up.
@@ -34,11 +33,13 @@ import copy
 import os_traits
 import sqlalchemy as sa
 
-from placement.db import api as db_api
 from placement.db import models
 from placement import exception
 from placement.objects import aggregate as agg_obj
-from placement.objects.candidates import gather
+from placement.objects.candidates import engine as engine_mod
+from placement.objects.candidates import names as names_mod
+from placement.objects.candidates import rules
+from placement.objects.candidates import search
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -58,6 +59,11 @@ STEPS = [
     ('root_required', 'root_required'),
 ]
 STEP_INDEX = {key: i for i, (key, _) in enumerate(STEPS)}
+# The step of each rule of rules.group_verdict.
+_STEP_OF_RULE = {'required_traits': 'required',
+                 'forbidden_traits': 'forbidden',
+                 'member_of': 'member_of',
+                 'forbidden_aggregates': 'forbidden_aggs'}
 # Steps after the groups are combined, in the order they are attributed.
 COMBINATION = [
     ('limit', 'limit'),
@@ -68,459 +74,310 @@ COMBINATION = [
     ('sharing', 'sharing provider: no tree to serve'),
     ('together', 'picks do not fit together'),
 ]
-# Engine runs with no limit stop here: enough to see which providers
-# some candidate uses.
+# Relaxed searches stop here: enough to see which providers some
+# candidate uses.
 _RELAXED_CAP = 20000
 # At most this many constraints are tried for suggestions.
 _MAX_SUGGESTIONS = 16
+# The amount steps, by the rules.amount_level they need.
+_AMOUNT_STEPS = ((rules.NO_ROOM, 'resources'),
+                 (rules.OUTSIDE_UNITS, 'capacity'),
+                 (rules.SERVES, 'units'))
 
 
-class _Provider:
-    __slots__ = ('id', 'uuid', 'name', 'parent_id', 'root_id', 'inv',
-                 'used', 'traits', 'aggs')
+class _View:
+    """The world as explain reads it, with the words for its ids.
 
-    def __init__(self, id, uuid, name, parent_id, root_id):
-        self.id = id
-        self.uuid = uuid
-        self.name = name
-        self.parent_id = parent_id
-        self.root_id = root_id
-        self.inv = {}        # rc name -> (total, reserved, min, max, step,
-        #                                 ratio)
-        self.used = {}       # rc name -> used
-        self.traits = set()  # trait ids
-        self.aggs = set()    # aggregate ids
+    Provider names are the one thing read beside the world: the world
+    does not keep them (a rename changes no answer), and an explanation
+    names providers."""
 
-    @property
-    def label(self):
-        return self.name or self.uuid
-
-
-class _World:
-    """Every provider with its inventories, usage, traits, aggregates."""
-
-    def __init__(self):
-        self.provs = {}
-        self.trait_names = {}
-        self.agg_uuids = {}
-        self.sharing = set()
-        self.trees = False
-
-
-@db_api.reader.connection
-def _read_world(ctx):
-    conn = ctx.connection
-    world = _World()
-    rp = models.RP
-    for rid, uuid, name, parent, root in conn.execute(sa.select(
-            rp.c.id, rp.c.uuid, rp.c.name, rp.c.parent_provider_id,
-            rp.c.root_provider_id)):
-        world.provs[rid] = _Provider(rid, uuid, name, parent, root)
-        if parent is not None:
-            world.trees = True
-    inv = models.INV
-    rows = conn.execute(sa.select(
-        inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
-        inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
-        inv.c.allocation_ratio)).all()
-    alloc = models.ALLOC
-    usage = conn.execute(sa.select(
-        alloc.c.resource_provider_id, alloc.c.resource_class_id,
-        sa.func.sum(alloc.c.used)).group_by(
-        alloc.c.resource_provider_id, alloc.c.resource_class_id)).all()
-    rc_ids = {r[1] for r in rows} | {r[1] for r in usage}
-    rc_names = rc_obj.names_for_ids(ctx, rc_ids) if rc_ids else {}
-    for rid, rc, total, reserved, min_unit, max_unit, step, ratio in rows:
-        prov = world.provs.get(rid)
-        if prov is not None:
-            prov.inv[rc_names[rc]] = (total, reserved, min_unit, max_unit,
-                                      step, float(ratio))
-    for rid, rc, used in usage:
-        prov = world.provs.get(rid)
-        if prov is not None:
-            prov.used[rc_names[rc]] = int(used or 0)
-    rpt, trait = models.RPT, models.TRAIT
-    for rid, tid, name in conn.execute(sa.select(
-            rpt.c.resource_provider_id, rpt.c.trait_id, trait.c.name)
-            .select_from(rpt.join(trait, trait.c.id == rpt.c.trait_id))):
-        prov = world.provs.get(rid)
-        if prov is not None:
-            prov.traits.add(tid)
-        world.trait_names[tid] = name
-        if name == SHARING_TRAIT and prov is not None:
-            world.sharing.add(rid)
-    rpa, agg = models.RPA, models.AGG
-    for rid, aid, uuid in conn.execute(sa.select(
-            rpa.c.resource_provider_id, rpa.c.aggregate_id, agg.c.uuid)
-            .select_from(rpa.join(agg, agg.c.id == rpa.c.aggregate_id))):
-        prov = world.provs.get(rid)
-        if prov is not None:
-            prov.aggs.add(aid)
-        world.agg_uuids[aid] = uuid
-    return world
-
-
-@db_api.reader.connection
-def _resolve_names(ctx, groups, wide):
-    """Names of the query as the database matches them: trait ids
-    (None for an unknown trait), aggregate ids, in_tree roots."""
-    conn = ctx.connection
-
-    def trait_id(name):
+    def __init__(self, ctx, conn, world, groups):
+        self.ctx = ctx
+        self.world = world
+        self.rps = world.rps
+        self.name = dict(conn.execute(sa.select(
+            models.RP.c.id, models.RP.c.name)).all())
         try:
-            return trait_obj.id_for_name(ctx, name)
+            tid = trait_obj.id_for_name(ctx, SHARING_TRAIT)
         except exception.TraitNotFound:
-            return None
+            tid = None
+        self.sharing = frozenset(world.by_trait.get(tid, ()))
+        uuids = set()
+        for rg in groups.values():
+            uuids |= rg.forbidden_aggs
+            for any_of in rg.member_of:
+                uuids |= any_of
+        self.agg_ids = agg_obj.ids_for_uuids(conn, uuids)
+        self.agg_uuid = {aid: u for u, aid in self.agg_ids.items()}
+        self._mysql = conn.dialect.name == 'mysql'
+        self.by_root = {root: set(ids) for root, ids in world.trees.items()}
 
-    aggs = set()
-    for rg in groups.values():
-        aggs |= rg.forbidden_aggs
-        for any_of in rg.member_of:
-            aggs |= any_of
-    agg_ids = agg_obj.ids_for_uuids(conn, aggs)
-    trees = {}
-    for rg in groups.values():
-        if rg.in_tree and rg.in_tree not in trees:
-            trees[rg.in_tree] = conn.execute(
-                sa.select(models.RP.c.root_provider_id).where(
-                    models.RP.c.uuid == rg.in_tree)).scalar()
-    names = set(wide.root_required) | set(wide.root_forbidden)
-    for rg in groups.values():
-        names |= rg.forbidden
-        for any_of in rg.required:
-            names |= any_of
-    return {n: trait_id(n) for n in names}, agg_ids, trees
+    def label(self, rid):
+        return self.name.get(rid) or self.rps[rid].uuid
 
+    def root(self, rec):
+        return self.rps.get(rec.root, rec)
 
-class _Group:
-    """A request group, names turned into ids, with its step functions."""
+    def tree_root_of(self, uuid):
+        rid = self.world.by_uuid.get(uuid)
+        if rid is None and self._mysql:
+            # MySQL's collation matches a uuid in any case (as search).
+            rid = next((i for u, i in self.world.by_uuid.items()
+                        if u.lower() == uuid.lower()), None)
+        return None if rid is None else self.rps[rid].root
 
-    def __init__(self, rg, trait_ids, agg_ids, trees):
-        self.rg = rg
-        self.suffix = rg.suffix
-        self.numbered = rg.use_same_provider
-        self.resources = list(rg.resources.items())
-        self.required = [(sorted(any_of),
-                          {trait_ids[n] for n in any_of} - {None})
-                         for any_of in rg.required]
-        self.forbidden = {trait_ids[n]: n for n in rg.forbidden
-                          if trait_ids[n] is not None}
-        self.member_of = [(sorted(any_of),
-                           {agg_ids[u] for u in any_of if u in agg_ids})
-                          for any_of in rg.member_of]
-        self.forbidden_aggs = {agg_ids[u] for u in rg.forbidden_aggs
-                               if u in agg_ids}
-        self.in_tree = rg.in_tree if rg.resources else None
-        self.tree_root = trees.get(rg.in_tree) if self.in_tree else None
+    def rc(self, rc_id):
+        return rc_obj.name_for_id(self.ctx, rc_id)
 
-    @property
-    def name(self):
-        return ('group %s' % self.suffix if self.suffix
-                else 'unnumbered group')
+    def traits(self, tids):
+        return sorted(trait_obj.name_for_id(self.ctx, t) for t in tids)
+
+    def aggs(self, aids):
+        return sorted(self.agg_uuid.get(a, str(a)) for a in aids)
 
 
-def _left(prov, rc):
-    total, reserved, _mn, _mx, _step, ratio = prov.inv[rc]
-    return int((total - reserved) * ratio) - prov.used.get(rc, 0)
+def _asked(resolved, asked, miss):
+    """The names asked for the any-of set ``miss`` of ``resolved``."""
+    return next(a for r, a in zip(resolved, asked) if r is miss)
 
 
-def _capacity_text(prov, rc, amount):
-    total, reserved, _mn, _mx, _step, ratio = prov.inv[rc]
-    return ('%s %d requested, %d left of %d (reserved %d, ratio %s, used %d)'
-            % (rc, amount, _left(prov, rc), total, reserved, ratio,
-               prov.used.get(rc, 0)))
+def _name(g):
+    return 'group %s' % g.suffix if g.suffix else 'unnumbered group'
 
 
-def _units_text(prov, rc, amount):
-    _t, _r, min_unit, max_unit, step, _ratio = prov.inv[rc]
-    if amount < min_unit:
-        return '%s %d requested, min_unit %d' % (rc, amount, min_unit)
-    if amount > max_unit:
-        return '%s %d requested, max_unit %d' % (rc, amount, max_unit)
-    return '%s %d requested, not a multiple of step_size %d' % (
-        rc, amount, step)
+def _left(inv):
+    return int(inv.limit) - inv.used
 
 
-def _has_capacity(prov, rc, amount):
-    total, reserved, _mn, _mx, _step, ratio = prov.inv[rc]
-    return prov.used.get(rc, 0) + amount <= (total - reserved) * ratio
-
-
-def _units_ok(prov, rc, amount):
-    _t, _r, min_unit, max_unit, step, _ratio = prov.inv[rc]
-    return min_unit <= amount <= max_unit and amount % step == 0
-
-
-def _level(prov, rc, amount):
-    """0: no inventory of ``rc``; 1: no room for ``amount``; 2: room, but
-    outside min/max unit or step size; 3: it can serve ``amount``."""
-    if rc not in prov.inv:
-        return 0
-    if not _has_capacity(prov, rc, amount):
-        return 1
-    if not _units_ok(prov, rc, amount):
-        return 2
-    return 3
-
-
-def _amount_text(prov, rc_amount, need):
-    """Why ``prov`` fails the amount step ``need`` for (rc, amount)."""
+def _amount_text(g, inv, rc_amount, level):
+    """Why ``inv`` of class ``rc_amount`` (name, amount) stops at
+    ``level`` (rules.amount_level)."""
     rc, amount = rc_amount
-    if need == 1:
+    if level == rules.NO_INVENTORY:
         return 'no %s inventory' % rc
-    if need == 2:
-        return _capacity_text(prov, rc, amount)
-    return _units_text(prov, rc, amount)
-
-
-def _serves(prov, rc, amount):
-    return (rc in prov.inv and _has_capacity(prov, rc, amount) and
-            _units_ok(prov, rc, amount))
+    if level == rules.NO_ROOM:
+        return ('%s %d requested, %d left of %d (reserved %d, ratio %s, '
+                'used %d)' % (rc, amount, _left(inv), inv.total,
+                              inv.reserved, inv.allocation_ratio, inv.used))
+    bound = rules.min_max_unit(inv, amount)
+    if bound is not None:
+        return '%s %d requested, %s %d' % ((rc, amount) + bound)
+    return '%s %d requested, not a multiple of step_size %d' % (
+        rc, amount, inv.step_size)
 
 
 class _Judge:
-    """The per-group steps over one world."""
+    """The per-group steps over one view: rules.py's verdicts, in words."""
 
-    def __init__(self, world, wide, trait_ids):
-        self.world = world
-        self.provs = world.provs
-        self.root_required = {trait_ids[n]: n for n in wide.root_required}
-        self.root_forbidden = {trait_ids[n]: n for n in wide.root_forbidden
-                               if trait_ids[n] is not None}
-        by_root = collections.defaultdict(set)
-        for prov in self.provs.values():
-            by_root[prov.root_id].add(prov.id)
-        self.by_root = by_root
+    def __init__(self, view, wide):
+        self.view = view
+        self.rps = view.rps
+        ctx = view.ctx
+        self.root_required = names_mod.trait_ids(ctx, wide.root_required)
+        self.root_forbidden = names_mod.trait_ids(ctx, wide.root_forbidden)
+        tree = collections.defaultdict(frozenset)
+        for root, ids in view.world.trees.items():
+            tree[root] = frozenset().union(*(self.rps[i].traits
+                                             for i in ids))
+        sharing = frozenset().union(*(self.rps[i].traits
+                                      for i in view.sharing))
+        self._tree_traits = tree
+        self._sharing_traits = sharing
+        self._all_traits = frozenset().union(*tree.values())
         self._levels = {}
-        self._traits = None
 
-    def _trait_sets(self):
-        """(traits held anywhere in each tree, by any sharing provider,
-        by any provider): the unnumbered group's required traits, worked
-        out on first need."""
-        if self._traits is None:
-            tree = collections.defaultdict(set)
-            for prov in self.provs.values():
-                if prov.traits:
-                    tree[prov.root_id] |= prov.traits
-            sharing = set()
-            for rid in self.world.sharing:
-                sharing |= self.provs[rid].traits
-            self._traits = (tree, sharing, set().union(*tree.values()))
-        return self._traits
-
-    def _agg(self, aid):
-        return self.world.agg_uuids.get(aid, str(aid))
-
-    def _trait(self, tid):
-        return self.world.trait_names.get(tid, str(tid))
-
-    def _root(self, prov):
-        return self.provs.get(prov.root_id, prov)
-
-    def judge(self, g, prov):
-        """(step key, reason) for the first step ``prov`` fails in ``g``,
+    def judge(self, g, rec):
+        """(step key, reason) for the first step ``rec`` fails in ``g``,
         None when it passes them all."""
-        for step in (self._resourceless, self._amounts,
-                     self._required, self._forbidden,
-                     self._member_of, self._forbidden_aggs, self._in_tree,
-                     self._root_required):
-            reason = step(g, prov)
-            if reason is not None:
-                return reason
-        return None
+        if not g.resources and not rules.resourceless_group(g):
+            return ('resourceless', 'a group without resources matches no '
+                    'provider unless it has required traits or member_of')
+        return (self._amounts(g, rec) or self._traits_and_aggs(g, rec) or
+                self._in_tree(g, rec) or self._root_required(rec))
 
-    def _resourceless(self, g, prov):
-        if g.resources or g.required or g.member_of:
-            return None
-        return ('resourceless', 'a group without resources matches no '
-                'provider unless it has required traits or member_of')
-
-    def _amounts(self, g, prov):
-        """Steps on amounts: every class present (level 1), with room
-        (2), within the units (3). A numbered group needs each on the
-        provider; the unnumbered group needs one class on the provider
-        and each one somewhere in its tree or on a sharing provider."""
-        if not g.resources:
-            return None
-        levels = self._levels_of(g)[prov.id]
-        if levels is None:
-            return None     # it serves every class itself
-        for need, key in ((1, 'resources'), (2, 'capacity'), (3, 'units')):
-            reason = self._amount_step(g, prov, levels, need, key)
-            if reason is not None:
-                return reason
-        return None
-
-    def _amount_step(self, g, prov, levels, need, key):
-        failing = [(rc, amt) for rc, amt, lvl in levels if lvl == need - 1]
-        if g.numbered:
-            if failing:
-                return (key, _amount_text(prov, failing[0], need))
-            return None
-        if all(lvl < need for _rc, _amt, lvl in levels):
-            if need == 1:
-                return (key, 'no inventory of %s' % ', '.join(
-                    rc for rc, _amt in failing))
-            return (key, '; '.join(_amount_text(prov, f, need)
-                                   for f in failing))
-        if prov.id in self.world.sharing:
-            return None     # serves other trees: judged when combined
-        tree = self._tree_levels(g)[prov.root_id]
-        shared = self._sharing_levels(g)
-        for rc, amt, lvl in levels:
-            if max(tree.get(rc, 0), shared.get(rc, 0)) >= need:
-                continue
-            where = self._where(prov)
-            if lvl == need - 1:
-                text = _amount_text(prov, (rc, amt), need)
-                if where:
-                    text += ', nor does any other %s' % where
-                return (key, text)
-            return (key, '%s %d requested: no %s can serve it'
-                    % (rc, amt, where))
-        return None
-
-    def _where(self, prov):
-        """The other providers the unnumbered group could use with
-        ``prov``, in words ('' when there are none)."""
-        alone = len(self.by_root[prov.root_id]) == 1
-        tree = 'provider of its tree (root %s)' % self._root(prov).label
-        if not self.world.sharing:
-            return '' if alone else tree
-        return 'sharing provider' if alone else tree + ' or sharing provider'
+    # -- amounts --------------------------------------------------------
 
     def _levels_of(self, g):
-        """{provider id: [(class, amount, level)]} for ``g``'s amounts,
-        computed once for every provider."""
+        """{provider id: [(class name, amount, level)]} for ``g``'s
+        amounts, None for a provider serving every class; computed once
+        for every provider."""
         cached = self._levels.get(('prov', g.suffix))
         if cached is None:
             cached = {}
-            for rp, prov in self.provs.items():
-                levels = [(rc, amt, _level(prov, rc, amt))
-                          for rc, amt in g.resources]
-                # None: serves every class (the usual case, no step to
-                # fail, and the tree's best level is 3 for each).
-                cached[rp] = (None if all(lvl == 3 for _, _, lvl in levels)
-                              else levels)
+            for rid, rec in self.rps.items():
+                levels = [(name, amt, rules.amount_level(
+                    rec.inv, g.rc_ids[name], amt))
+                    for name, amt in g.resources]
+                cached[rid] = (None if all(lvl == rules.SERVES
+                                           for _, _, lvl in levels)
+                               else levels)
             self._levels[('prov', g.suffix)] = cached
         return cached
 
-    def _tree_levels(self, g):
-        """{root: {class: best level in the tree}} for ``g``."""
-        cached = self._levels.get(('tree', g.suffix))
-        if cached is None:
-            cached = collections.defaultdict(dict)
-            for rp, levels in self._levels_of(g).items():
-                best = cached[self.provs[rp].root_id]
-                if levels is None:
-                    levels = [(rc, amt, 3) for rc, amt in g.resources]
-                for rc, _amt, lvl in levels:
-                    if lvl > best.get(rc, 0):
-                        best[rc] = lvl
-            self._levels[('tree', g.suffix)] = cached
-        return cached
+    def _best_levels(self, g, ids):
+        """{class name: the best level among providers ``ids``}."""
+        best = {}
+        levels_of = self._levels_of(g)
+        for rid in ids:
+            levels = levels_of[rid] or [(rc, amt, rules.SERVES)
+                                        for rc, amt in g.resources]
+            for rc, _amt, lvl in levels:
+                if lvl > best.get(rc, -1):
+                    best[rc] = lvl
+        return best
+
+    def _tree_levels(self, g, root):
+        key = ('tree', g.suffix, root)
+        if key not in self._levels:
+            self._levels[key] = self._best_levels(
+                g, self.view.by_root.get(root, ()))
+        return self._levels[key]
 
     def _sharing_levels(self, g):
-        cached = self._levels.get(('sharing', g.suffix))
-        if cached is None:
-            cached = {}
-            for rid in self.world.sharing:
-                for rc, amt in g.resources:
-                    lvl = _level(self.provs[rid], rc, amt)
-                    if lvl > cached.get(rc, 0):
-                        cached[rc] = lvl
-            self._levels[('sharing', g.suffix)] = cached
-        return cached
+        key = ('sharing', g.suffix)
+        if key not in self._levels:
+            self._levels[key] = self._best_levels(g, self.view.sharing)
+        return self._levels[key]
 
-    def _required(self, g, prov):
-        for names, ids in g.required:
-            if prov.traits & ids:
-                continue
-            what = ('required trait %s' % names[0] if len(names) == 1
-                    else 'any of the traits %s' % ', '.join(names))
+    def inventory(self, g, rec, name):
+        return rec.inv.get(g.rc_ids.get(name))
+
+    def _amounts(self, g, rec):
+        """Every class present, with room, within the units. A numbered
+        group needs each on the provider; the unnumbered group needs one
+        class on the provider and each one somewhere in its tree or on a
+        sharing provider."""
+        if not g.resources:
+            return None
+        levels = self._levels_of(g)[rec.id]
+        if levels is None:
+            return None
+        for need, key in _AMOUNT_STEPS:
+            failing = [(rc, amt) for rc, amt, lvl in levels
+                       if lvl == need - 1]
             if g.numbered:
-                return ('required', 'lacks %s' % what)
-            # The unnumbered group's traits are judged on the providers
-            # used together: its tree's, or a sharing provider's.
-            tree_traits, sharing_traits, any_traits = self._trait_sets()
-            if prov.id in self.world.sharing:
-                if ids & any_traits:
+                if failing:
+                    return (key, _amount_text(
+                        g, self.inventory(g, rec, failing[0][0]),
+                        failing[0], need - 1))
+                continue
+            if all(lvl < need for _rc, _amt, lvl in levels):
+                if need == rules.NO_ROOM:
+                    return (key, 'no inventory of %s' % ', '.join(
+                        rc for rc, _amt in failing))
+                return (key, '; '.join(
+                    _amount_text(g, self.inventory(g, rec, f[0]), f,
+                                 need - 1) for f in failing))
+            if rec.id in self.view.sharing:
+                continue     # serves other trees: judged when combined
+            tree = self._tree_levels(g, rec.root)
+            shared = self._sharing_levels(g)
+            for rc, amt, lvl in levels:
+                if max(tree.get(rc, 0), shared.get(rc, 0)) >= need:
                     continue
-                return ('required', 'no provider has %s' % what)
-            if ids & tree_traits[prov.root_id] or ids & sharing_traits:
-                continue
-            where = self._where(prov)
-            return ('required', 'lacks %s%s' % (
-                what, ', as does every other %s' % where
-                if where else ''))
+                where = self._where(rec)
+                if lvl == need - 1:
+                    text = _amount_text(g, self.inventory(g, rec, rc),
+                                        (rc, amt), need - 1)
+                    if where:
+                        text += ', nor does any other %s' % where
+                    return (key, text)
+                return (key, '%s %d requested: no %s can serve it'
+                        % (rc, amt, where))
         return None
 
-    def _forbidden(self, g, prov):
-        bad = sorted(g.forbidden[t] for t in prov.traits & set(g.forbidden))
-        if bad:
-            return ('forbidden', 'has forbidden trait %s' % ', '.join(bad))
-        return None
+    def _where(self, rec):
+        """The other providers the unnumbered group could use with
+        ``rec``, in words ('' when there are none)."""
+        alone = len(self.view.by_root.get(rec.root, ())) == 1
+        tree = 'provider of its tree (root %s)' % self.view.label(rec.root)
+        if not self.view.sharing:
+            return '' if alone else tree
+        return 'sharing provider' if alone else tree + ' or sharing provider'
 
-    def _member_of(self, g, prov):
-        root = self._root(prov)
-        for uuids, ids in g.member_of:
-            if prov.aggs & ids:
-                continue
-            if not g.numbered and root.aggs & ids and all(
-                    root.aggs & other for _, other in g.member_of):
-                # The root's aggregates span its tree, for every set.
-                continue
-            what = ('aggregate %s' % uuids[0] if len(uuids) == 1
-                    else 'any of the aggregates %s' % ', '.join(uuids))
-            if not g.numbered and root is not prov:
-                return ('member_of', 'neither it nor its root %s is in %s'
-                        % (root.label, what))
-            return ('member_of', 'not in %s' % what)
-        return None
+    # -- traits and aggregates ------------------------------------------
 
-    def _forbidden_aggs(self, g, prov):
-        bad = prov.aggs & g.forbidden_aggs
-        if bad:
-            return ('forbidden_aggs', 'in forbidden aggregate %s'
-                    % ', '.join(sorted(self._agg(a) for a in bad)))
-        root = self._root(prov)
-        bad = root.aggs & g.forbidden_aggs
-        if not g.numbered and bad:
-            return ('forbidden_aggs', 'in forbidden aggregate %s (via its '
-                    'root %s)' % (', '.join(sorted(self._agg(a)
-                                                   for a in bad)),
-                                  root.label))
-        return None
+    def _traits_and_aggs(self, g, rec):
+        view = self.view
+        if rec.id in view.sharing:
+            pool = (self._all_traits,)
+        else:
+            pool = (self._tree_traits[rec.root], self._sharing_traits)
+        root = view.root(rec)
+        verdict = rules.group_verdict(g, rec, root, pool)
+        if verdict is None:
+            return None
+        key = _STEP_OF_RULE[verdict.rule]
+        miss = verdict.detail
+        if key == 'required':
+            # The names as asked (an unknown one has no id).
+            asked = sorted(_asked(g.required, g.rg.required, miss))
+            what = ('required trait %s' % asked[0] if len(asked) == 1
+                    else 'any of the traits %s' % ', '.join(asked))
+            if g.numbered:
+                return (key, 'lacks %s' % what)
+            if rec.id in view.sharing:
+                return (key, 'no provider has %s' % what)
+            where = self._where(rec)
+            return (key, 'lacks %s%s' % (
+                what, ', as does every other %s' % where if where else ''))
+        if key == 'forbidden':
+            return (key, 'has forbidden trait %s'
+                    % ', '.join(view.traits(miss)))
+        if key == 'member_of':
+            asked = sorted(_asked(g.member_of, g.rg.member_of, miss))
+            what = ('aggregate %s' % asked[0] if len(asked) == 1
+                    else 'any of the aggregates %s' % ', '.join(asked))
+            if not g.numbered and root is not rec:
+                return (key, 'neither it nor its root %s is in %s'
+                        % (view.label(root.id), what))
+            return (key, 'not in %s' % what)
+        text = 'in forbidden aggregate %s' % ', '.join(view.aggs(miss))
+        if miss.isdisjoint(rec.aggs):
+            text += ' (via its root %s)' % view.label(root.id)
+        return (key, text)
 
-    def _in_tree(self, g, prov):
-        if not g.in_tree:
+    # -- trees ----------------------------------------------------------
+
+    def _in_tree(self, g, rec):
+        if not (g.rg.in_tree and g.resources):
             return None
         if g.tree_root is None:
-            return ('in_tree', 'in_tree %s names no provider' % g.in_tree)
-        if prov.root_id != g.tree_root:
+            return ('in_tree', 'in_tree %s names no provider' % g.rg.in_tree)
+        if rules.in_tree(rec.root, g.tree_root) is not None:
             return ('in_tree', 'not in the tree of in_tree %s (root %s)'
-                    % (g.in_tree, self.provs[g.tree_root].label))
+                    % (g.rg.in_tree, self.view.label(g.tree_root)))
         return None
 
-    def _root_required(self, g, prov):
-        if not (self.root_required or self.root_forbidden):
-            return None
-        if prov.id in self.world.sharing:
+    def _root_required(self, rec):
+        if rec.id in self.view.sharing:
             # Judged on the roots of the trees it serves (combination).
             return None
-        root = self._root(prov)
-        for tid, name in sorted(self.root_required.items(),
-                                key=lambda kv: kv[1]):
-            if tid not in root.traits:
-                return ('root_required', 'its root %s lacks root_required '
-                        'trait %s' % (root.label, name))
-        bad = sorted(n for t, n in self.root_forbidden.items()
-                     if t in root.traits)
-        if bad:
-            return ('root_required', 'its root %s has forbidden root trait '
-                    '%s' % (root.label, ', '.join(bad)))
-        return None
+        root = self.view.root(rec)
+        miss = rules.root_required(root.traits, self.root_required,
+                                   self.root_forbidden)
+        if miss is None:
+            return None
+        kind, tids = miss
+        label = self.view.label(root.id)
+        if kind == 'required':
+            return ('root_required', 'its root %s lacks root_required '
+                    'trait %s' % (label, self.view.traits(tids)[0]))
+        return ('root_required', 'its root %s has forbidden root trait %s'
+                % (label, ', '.join(self.view.traits(tids))))
+
+    def passes_but(self, g, rec, rc):
+        """``rec`` passes every step of ``g`` but those about class
+        ``rc``."""
+        if g.numbered:
+            for other, amount in g.resources:
+                inv = self.inventory(g, rec, other)
+                if other != rc and (inv is None or
+                                    not rules.serves(inv, amount)):
+                    return False
+        return not (self._traits_and_aggs(g, rec) or
+                    self._in_tree(g, rec) or self._root_required(rec))
 
 
 def _used_by_group(cands):
@@ -541,7 +398,8 @@ def _flat_used(by_group):
 
 
 class Engine:
-    """The real engine, with the handler's options, for relaxed runs."""
+    """The handler's options, for the real search and the relaxed ones,
+    all in one snapshot of the world (``explain`` sets ``world``)."""
 
     def __init__(self, ctx, nested_aware, max_candidates, strategy,
                  randomize):
@@ -550,15 +408,15 @@ class Engine:
         self.max_candidates = max_candidates
         self.strategy = strategy
         self.randomize = randomize
+        self.world = self.conn = None
 
-    # The primary, like the world the explanation reads (a replica's
-    # answer could disagree with it while the replica lags).
     def real(self, groups, wide):
-        with db_api.primary_only(self.ctx):
-            return gather.find(
-                self.ctx, groups, wide, nested_aware=self.nested_aware,
-                max_candidates=self.max_candidates, strategy=self.strategy,
-                randomize=self.randomize)
+        """The answer, as engine.find gives it from this world."""
+        return search.find(
+            self.ctx, self.conn, self.world, groups, wide,
+            nested_aware=self.nested_aware,
+            max_candidates=self.max_candidates, strategy=self.strategy,
+            randomize=self.randomize)
 
     def relaxed(self, groups, wide, nested_aware=None):
         """Providers used per group, with no limit. A name that does not
@@ -568,42 +426,47 @@ class Engine:
         wide = copy.copy(wide)
         wide.limit = None
         try:
-            with db_api.primary_only(self.ctx):
-                cands, _p, _t = gather.find(
-                    self.ctx, groups, wide,
-                    nested_aware=(self.nested_aware if nested_aware is None
-                                  else nested_aware),
-                    max_candidates=_RELAXED_CAP, strategy='depth-first')
+            cands, _p, _t = search.find(
+                self.ctx, self.conn, self.world, groups, wide,
+                nested_aware=(self.nested_aware if nested_aware is None
+                              else nested_aware),
+                max_candidates=_RELAXED_CAP, strategy='depth-first')
         except (exception.ResourceClassNotFound, exception.TraitNotFound):
             return {}
         return _used_by_group(cands)
 
 
-def explain(engine, groups, wide, names=(), sample=10, real=None):
+def explain(engine, groups, wide, names=(), sample=10):
     """The explanation (a JSON-able dict) of the query ``groups`` /
     ``wide`` (request.RequestGroup by suffix, request.RequestWide).
 
-    ``real``: the real engine's (candidates, providers, has_trees) when
-    the caller already has it. ``names``: providers (uuid or name) to
-    explain whatever their fate; ``sample``: how many others to explain.
+    ``names``: providers (uuid or name) to explain whatever their fate;
+    ``sample``: how many others to explain. Raises what engine.find
+    raises for a name that does not exist.
     """
-    ctx = engine.ctx
-    if real is None:
-        real = engine.real(groups, wide)
+    with engine_mod.snapshot(engine.ctx) as (world, conn):
+        engine.world, engine.conn = world, conn
+        try:
+            return _explain(engine, _View(engine.ctx, conn, world, groups),
+                            groups, wide, names, sample)
+        finally:
+            engine.world = engine.conn = None
+
+
+def _explain(engine, view, groups, wide, names, sample):
+    real = engine.real(groups, wide)
     cands = real[0]
-    world = _read_world(ctx)
-    trait_ids, agg_ids, trees = _resolve_names(ctx, groups, wide)
-    judge = _Judge(world, wide, trait_ids)
-    egroups = [_Group(rg, trait_ids, agg_ids, trees)
-               for rg in groups.values()]
-    provs = world.provs
-    ids = sorted(provs)
+    judge = _Judge(view, wide)
+    egroups = names_mod.leniently(engine.ctx, groups, view.agg_ids,
+                                  view.tree_root_of)
+    rps = view.rps
+    ids = sorted(rps)
 
     # Per-group steps.
     verdicts = {}                   # suffix -> {rp: (key, text) | None}
     group_out = []
     for g in egroups:
-        per = {rp: judge.judge(g, provs[rp]) for rp in ids}
+        per = {rp: judge.judge(g, rps[rp]) for rp in ids}
         verdicts[g.suffix] = per
         removed = collections.Counter(v[0] for v in per.values() if v)
         steps = []
@@ -615,7 +478,7 @@ def explain(engine, groups, wide, names=(), sample=10, real=None):
                           'removed': removed[key],
                           'kept': left - removed[key]})
             left -= removed[key]
-        group_out.append({'group': g.suffix, 'name': g.name,
+        group_out.append({'group': g.suffix, 'name': _name(g),
                           'request': _describe(g.rg), 'steps': steps,
                           'kept': left})
     survivors = {s: {rp for rp, v in per.items() if v is None}
@@ -641,7 +504,7 @@ def explain(engine, groups, wide, names=(), sample=10, real=None):
             seen |= back
         pairing = _Pairing(judge, egroups, survivors)
         for rp in sorted(pending):
-            comb_reason[rp] = pairing.why(provs[rp])
+            comb_reason[rp] = pairing.why(rps[rp])
     comb_removed = collections.Counter(v[0] for v in comb_reason.values())
     comb_steps = []
     left = len(union)
@@ -669,7 +532,7 @@ def explain(engine, groups, wide, names=(), sample=10, real=None):
         reasons[rp] = best
     counts = collections.Counter(r[0] for r in reasons.values())
 
-    explained = _pick(world, names, reasons, kept, sample)
+    explained = _pick(view, names, reasons, kept, sample)
     out_providers = []
     for rp, asked in explained:
         if rp is None:
@@ -679,16 +542,15 @@ def explain(engine, groups, wide, names=(), sample=10, real=None):
                                   'reason': '%s: no such provider' % asked,
                                   'groups': {}})
             continue
-        prov = provs[rp]
-        entry = {'provider': prov.label, 'uuid': prov.uuid,
-                 'name': prov.name, 'kept': rp in kept}
+        label = view.label(rp)
+        entry = {'provider': label, 'uuid': rps[rp].uuid,
+                 'name': view.name.get(rp), 'kept': rp in kept}
         if rp in kept:
-            entry.update(step=None, group=None, reason='%s: kept' % (
-                prov.label))
+            entry.update(step=None, group=None, reason='%s: kept' % label)
         else:
             key, suffix, text = reasons[rp]
             entry.update(step=key, group=suffix,
-                         reason='%s: %s' % (prov.label, text))
+                         reason='%s: %s' % (label, text))
         entry['groups'] = {
             g.suffix: (None if verdicts[g.suffix][rp] is None else
                        {'step': verdicts[g.suffix][rp][0],
@@ -737,7 +599,7 @@ def _step_applies(g, key, wide):
         'forbidden': bool(rg.forbidden),
         'member_of': bool(rg.member_of),
         'forbidden_aggs': bool(rg.forbidden_aggs),
-        'in_tree': bool(g.in_tree),
+        'in_tree': bool(rg.in_tree and rg.resources),
         'root_required': bool(wide.root_required or wide.root_forbidden),
     }[key]
 
@@ -798,16 +660,16 @@ class _Pairing:
         self.judge = judge
         self.egroups = egroups
         self.survivors = survivors
-        world = judge.world
-        self.provs = world.provs
-        tree_aggs = collections.defaultdict(set)
-        for prov in self.provs.values():
-            tree_aggs[prov.root_id] |= prov.aggs
-        # Sharing provider -> the roots it can serve (gather's anchors).
+        self.view = view = judge.view
+        rps = view.rps
+        tree_aggs = {root: frozenset().union(*(rps[i].aggs for i in ids))
+                     for root, ids in view.world.trees.items()}
+        # Sharing provider -> the roots it can serve (the engines'
+        # anchors).
         self.anchors_of = {
             sp: {root for root, aggs in tree_aggs.items()
-                 if aggs & self.provs[sp].aggs}
-            for sp in world.sharing}
+                 if rules.shares_via_aggregate(rps[sp].aggs, aggs)}
+            for sp in view.sharing}
         self.sharing_at = collections.defaultdict(set)
         for sp, roots in self.anchors_of.items():
             for root in roots:
@@ -819,57 +681,63 @@ class _Pairing:
         if anchor in self._missing:
             return self._missing[anchor]
         out = []
-        near = self.judge.by_root[anchor] | self.sharing_at[anchor]
+        near = self.view.by_root.get(anchor, set()) | self.sharing_at[anchor]
         for g in self.egroups:
             members = near & self.survivors[g.suffix]
             if not g.numbered and g.resources:
                 lacks = [rc for rc, amt in g.resources
-                         if not any(_serves(self.provs[rp], rc, amt)
-                                    for rp in members)]
+                         if not any(_serves(self.judge, g, self.view.rps[rp],
+                                            rc, amt) for rp in members)]
                 if lacks:
-                    out.append('%s for the %s' % (', '.join(lacks), g.name))
+                    out.append('%s for the %s' % (', '.join(lacks),
+                                                  _name(g)))
             elif not members:
-                out.append('the %s' % g.name)
+                out.append('the %s' % _name(g))
         self._missing[anchor] = out
         return out
 
-    def why(self, prov):
+    def why(self, rec):
         """Why a provider that passes a group's filters is in no
         candidate, even with every combination rule relaxed."""
-        provs = self.provs
-        anchors = {prov.root_id} | self.anchors_of.get(prov.id, set())
-        root = provs.get(prov.root_id, prov)
-        own = self.missing(prov.root_id)
-        if prov.id in self.anchors_of and all(
+        label = self.view.label
+        anchors = {rec.root} | self.anchors_of.get(rec.id, set())
+        own = self.missing(rec.root)
+        if rec.id in self.anchors_of and all(
                 self.missing(a) for a in anchors):
-            others = sorted(a for a in anchors if a != prov.root_id)
+            others = sorted(a for a in anchors if a != rec.root)
             if not others:
                 return ('sharing', 'sharing provider, but no other tree is '
                         'in an aggregate with it')
             return ('sharing', 'sharing provider, but none of the %d '
                     'trees it shares an aggregate with can serve the '
                     'rest: %s' % (len(others), '; '.join(
-                        '%s lacks %s' % (provs[a].label,
+                        '%s lacks %s' % (label(a),
                                          ', '.join(self.missing(a)))
                         for a in others[:3])))
         if own and all(self.missing(a) for a in anchors):
             return ('tree', 'nothing in its tree (root %s) or sharing with '
-                    'it can serve %s' % (root.label, ', '.join(own)))
+                    'it can serve %s' % (label(rec.root), ', '.join(own)))
         return ('together', 'passes its filters, but no pick of providers '
                 'with it fits together (amounts summed over groups on one '
                 'provider, the unnumbered group\'s required traits held by '
                 'the providers picked, a sharing provider\'s tree rules)')
 
 
-def _pick(world, names, reasons, kept, sample):
+def _serves(judge, g, rec, rc, amount):
+    """``rec`` can serve ``amount`` of class name ``rc`` on its own."""
+    inv = judge.inventory(g, rec, rc)
+    return inv is not None and rules.serves(inv, amount)
+
+
+def _pick(view, names, reasons, kept, sample):
     """[(provider id or None, asked name)]: the named providers, then up
     to ``sample`` others, taking reasons in turn so that each kind shows
     (kept providers last)."""
-    by_uuid = {p.uuid.lower(): p.id for p in world.provs.values()}
+    by_uuid = {rec.uuid.lower(): rid for rid, rec in view.rps.items()}
     by_name = {}
-    for p in world.provs.values():
-        if p.name is not None:
-            by_name.setdefault(p.name, p.id)
+    for rid in sorted(view.rps):
+        if view.name.get(rid) is not None:
+            by_name.setdefault(view.name[rid], rid)
     out = []
     chosen = set()
     for asked in names:
@@ -981,7 +849,7 @@ def _drops(groups, wide):
 
 def _suggestions(engine, groups, wide, egroups, judge, verdicts):
     """When nothing fits: what dropping one constraint would bring back,
-    by the real engine; and, per requested class, the most any provider
+    by the same search; and, per requested class, the most any provider
     passing the group's other steps could give."""
     out = []
     for text, g2, w2 in _drops(groups, wide):
@@ -991,7 +859,7 @@ def _suggestions(engine, groups, wide, egroups, judge, verdicts):
                         % (len(used), '' if len(used) == 1 else 's', text)))
     out.sort(key=lambda x: -x[0])
     lines = [text for _, text in out]
-    provs = judge.world.provs
+    rps = judge.view.rps
     for g in egroups:
         for rc, amount in g.resources:
             best = None
@@ -999,36 +867,26 @@ def _suggestions(engine, groups, wide, egroups, judge, verdicts):
                 if verdict is None or verdict[0] not in ('capacity',
                                                          'units'):
                     continue
-                prov = provs[rp]
-                if rc not in prov.inv or _serves(prov, rc, amount):
+                rec = rps[rp]
+                inv = judge.inventory(g, rec, rc)
+                if inv is None or rules.serves(inv, amount):
                     continue
-                if not _fits_but(judge, g, prov, rc):
+                if not judge.passes_but(g, rec, rc):
                     continue
-                most = _most(prov, rc)
+                most = _most(inv)
                 if most > 0 and (best is None or most > best[0]):
-                    best = (most, prov)
+                    best = (most, rp)
             if best is not None:
                 lines.append('%s: at most %s:%d would fit (%d asked), on '
                              '%s, which passes every other step'
-                             % (g.name, rc, best[0], amount,
-                                best[1].label))
+                             % (_name(g), rc, best[0], amount,
+                                judge.view.label(best[1])))
     return lines
 
 
-def _most(prov, rc):
-    """The largest amount of ``rc`` one allocation could take now."""
-    _t, _r, min_unit, max_unit, step, _ratio = prov.inv[rc]
-    most = min(_left(prov, rc), max_unit)
-    most -= most % step
-    return most if most >= min_unit else 0
-
-
-def _fits_but(judge, g, prov, rc):
-    """``prov`` passes every step of ``g`` but those about ``rc``."""
-    if g.numbered:
-        for other, amount in g.resources:
-            if other != rc and not _serves(prov, other, amount):
-                return False
-    return all(step(g, prov) is None for step in (
-        judge._required, judge._forbidden, judge._member_of,
-        judge._forbidden_aggs, judge._in_tree, judge._root_required))
+def _most(inv):
+    """The largest amount one allocation could take now from ``inv``."""
+    most = min(_left(inv), inv.max_unit)
+    if inv.step_size:
+        most -= most % inv.step_size
+    return most if most >= inv.min_unit else 0

@@ -20,7 +20,6 @@ and counted in /metrics.
 """
 import bisect
 import collections
-import struct
 import threading
 import time
 import weakref
@@ -31,6 +30,7 @@ import sqlalchemy as sa
 
 from placement.db import models
 from placement.objects.candidates import combine
+from placement.objects.candidates import rules
 from placement.objects import changes
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -64,20 +64,13 @@ REFRESH_SECONDS = prometheus_client.Counter(
     'Time spent bringing the in-memory world up to date.')
 
 
-def _float32(value):
-    """``value`` as MySQL computes with a FLOAT column: single precision,
-    widened to double."""
-    return struct.unpack('f', struct.pack('f', value))[0]
-
-
 class Rec:
     """One provider as the search reads it.
 
-    ``inv`` is {class id: (limit, min_unit, max_unit, step_size, used)}
-    where ``limit`` is ``(total - reserved) * allocation_ratio`` as the
-    database computes it (the capacity test is ``used + amount <=
-    limit``); ``traits`` and ``aggs`` are frozensets of ids; ``prov`` is
-    the combine.Provider handed to the combiner and the summaries.
+    ``inv`` is {class id: rules.Inventory}, its limit rounded as the
+    database rounds it; ``traits`` and ``aggs`` are frozensets of ids;
+    ``prov`` is the combine.Provider handed to the combiner and the
+    summaries.
     Never changed once made: a refresh replaces it."""
 
     __slots__ = ('id', 'uuid', 'parent', 'root', 'inv', 'traits', 'aggs',
@@ -175,6 +168,11 @@ class World:
         PROVIDERS_READ.inc(len(ids))
         return None
 
+    def read_all(self, ctx, conn):
+        """Read every provider, with no change check: a world of its own
+        for a database that does not count its changes (explain)."""
+        self._load(ctx, conn, None)
+
     # -- loading ----------------------------------------------------------
 
     def _read(self, conn, ids):
@@ -248,10 +246,10 @@ class World:
         inv = collections.defaultdict(list)
         for rid, rc, total, reserved, ratio, min_unit, max_unit, step in invs:
             n = used.get((rid, rc), 0)
-            sql_ratio = _float32(ratio) if mysql else ratio
-            inv[rid].append((rc, once((
-                (total - reserved) * sql_ratio, min_unit, max_unit, step,
-                n)), once((int((total - reserved) * ratio), n, max_unit))))
+            inv[rid].append((rc, once(rules.inventory(
+                total, reserved, ratio, min_unit, max_unit, step, n,
+                single_precision=mysql)), once(combine.Room(
+                    int((total - reserved) * ratio), n, max_unit))))
         trait_ids = collections.defaultdict(list)
         for rid, tid in traits:
             trait_ids[rid].append(tid)

@@ -129,7 +129,7 @@ def test_limit_with_randomize_stops_early(randomized_trees, monkeypatch):
     """The sample is drawn as the search goes: a limit of 2 takes 2
     candidates from the combiner, not all 336."""
     from placement.objects.candidates import combine
-    from placement.objects.candidates import gather
+    from placement.objects.candidates import sql
     taken = []
     real = combine.combine
 
@@ -137,6 +137,6 @@ def test_limit_with_randomize_stops_early(randomized_trees, monkeypatch):
         for cand in real(*args, **kwargs):
             taken.append(cand)
             yield cand
-    monkeypatch.setattr(gather.combine, 'combine', counting)
+    monkeypatch.setattr(sql.combine, 'combine', counting)
     assert len(_answers(randomized_trees, WIDE + '&limit=2')) == 2
     assert len(taken) == 2

@@ -1,9 +1,9 @@
 """The in-memory world (candidates/world.py, search.py) answers exactly
-as the SQL gatherer, is never stale for a writer, and samples fairly.
+as the SQL engine, is never stale for a writer, and samples fairly.
 
 * Random worlds (the differential test's, side by side: trees, sharing
   providers, usage, traits, aggregates) and random queries are answered
-  from memory and by the SQL gatherer (gather.py); bodies must be
+  from memory and by the SQL engine (sql.py); bodies must be
   identical, order included, with and without a limit, batches of any
   size.
 * The flat fast path (search._flat) answers as the general path.
@@ -22,7 +22,7 @@ import uuid as uuidlib
 import pytest
 import webob
 
-from placement.objects.candidates import gather
+from placement.objects.candidates import engine
 from placement.objects.candidates import search
 from placement.objects.candidates import world as world_mod
 from placement.objects import changes
@@ -50,7 +50,7 @@ def finds(monkeypatch):
 
 def _sql(monkeypatch, app, path, version):
     with monkeypatch.context() as m:
-        m.setattr(gather, 'USE_WORLD', False)
+        m.setattr(engine, 'USE_WORLD', False)
         return twr.get(app, path, version)
 
 

@@ -12,7 +12,7 @@ def world(*provs):
 
 
 def inv(cap, used=0, max_unit=None):
-    return (cap, used, cap if max_unit is None else max_unit)
+    return cb.Room(cap, used, cap if max_unit is None else max_unit)
 
 
 def run(providers, groups, limit=None, **kw):
