@@ -8,10 +8,15 @@ in all these aggregates" is checked, how a group's candidates are found
 -- the engine supplies (see ``resolve``). Explain resolves leniently
 (``leniently``): it explains queries whose later names do not exist.
 """
+from oslo_log import log as logging
+
 from placement import exception
 from placement.objects.candidates import combine
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
+
+
+LOG = logging.getLogger(__name__)
 
 
 class Empty(Exception):
@@ -36,6 +41,19 @@ class ResolvedGroup:
         self.member_of = member_of                      # [set(agg ids)]
         self.forbidden_aggs = forbidden_aggs            # set(agg ids)
         self.tree_root = tree_root                      # root id or None
+
+    def log_matches(self, by_anchor, sharing_rows, where):
+        """At DEBUG, how many providers matched this group (``by_anchor``
+        as combine.Group has it), so that an operator can follow a
+        request group by group, as upstream logs it."""
+        if self.numbered:
+            n = sum(map(len, by_anchor.values()))
+        else:
+            n = len({rp for per in by_anchor.values()
+                     for lst in per.values() for rp in lst})
+        LOG.debug('%d providers under %d trees matched group %r, and %d '
+                  'sharing providers (%s)', n, len(by_anchor), self.suffix,
+                  len({r[0] for r in sharing_rows}), where)
 
     def combine_group(self, by_anchor):
         """combine.Group of this group with the providers it may use per

@@ -36,6 +36,7 @@ import itertools
 import operator
 import random
 
+from oslo_log import log as logging
 import os_traits
 
 from placement import exception
@@ -85,6 +86,7 @@ class _Request:
         self.trees = world.children > 0
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
+        self.debug = names.LOG.isEnabledFor(logging.DEBUG)
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -204,6 +206,9 @@ class _Request:
             by_anchor = self._in_trees(g, batch)
             srows = self._sharing_rows_for(g) if self.sharing else []
             sharing_used.update(r[0] for r in srows)
+            if self.debug:
+                g.log_matches(by_anchor, srows,
+                              '%d roots looked at' % len(roots))
             if not by_anchor and not srows:
                 return None
             per_group.append((g, by_anchor, srows))

@@ -35,6 +35,7 @@ import collections
 import functools
 import random
 
+from oslo_log import log as logging
 import os_traits
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -469,6 +470,8 @@ class Request:
             rows = self._rows(g, extra)
             srows = self._sharing_rows(g)
             sharing_used.update(r[0] for r in srows)
+            if names.LOG.isEnabledFor(logging.DEBUG):
+                g.log_matches(_by_anchor(g, rows), srows, 'SQL engine')
             if not rows and not srows:
                 return None
             per_group.append((g, rows, srows))
