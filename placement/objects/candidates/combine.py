@@ -30,22 +30,14 @@ round-robin and every step's choices are shuffled, so the first ``limit``
 candidates yielded are a random sample of the whole answer, any candidate
 can come first, and the rest is never generated.
 
-When every group is numbered and isolated and nothing else relates them
-(a wide request), itertools walks the same tree in the same order
-(``_Search.injective``).
-
-Identical candidates (same allocations and same mappings) reached from two
-anchors -- a request served entirely by a sharing provider -- are yielded
-once, as upstream's set does.
-
-Where upstream 16.0.0 drops candidates that meet every documented rule,
-this combiner keeps them (doc/candidates-engine.rst, "Where we differ
-from upstream"; tests/functional/test_candidates_upstream_differences.py).
+Identical candidates reached from two anchors (a request served wholly
+by a sharing provider) are yielded once, as upstream's set does. Where
+upstream 16.0.0 drops candidates that meet every documented rule, this
+combiner keeps them (doc/candidates-engine.rst).
 """
 import functools
 import itertools
 import operator
-import typing
 
 from placement.objects.candidates import rules
 
@@ -81,28 +73,6 @@ class OnFirstUse(dict):
         return value
 
 
-class Room(typing.NamedTuple):
-    """What one inventory of a provider leaves for the combiner to judge:
-    a candidate's amounts summed per provider and class must stay within
-    ``capacity - used`` and ``max_unit``. ``capacity`` is
-    ``int((total - reserved) * allocation_ratio)``, as upstream's
-    Python check has it."""
-    capacity: int
-    used: int
-    max_unit: int
-
-
-def fits_alone(inventory, resources):
-    """``inventory`` ({class name: Room}) has room for each of
-    ``resources`` ((class name, amount) pairs), nothing else taken."""
-    for rc, amount in resources:
-        room = inventory.get(rc)
-        if room is None or room.used + amount > room.capacity or \
-                amount > room.max_unit:
-            return False
-    return True
-
-
 class Provider:
     """What combine needs of one provider.
 
@@ -121,7 +91,7 @@ class Provider:
         self.root_id = root_id
         self.traits = (traits if type(traits) is Traits
                        else Traits(traits))
-        self.inventory = inventory or {}        # {class name: Room}
+        self.inventory = inventory or {}    # {class name: rules.Room}
         self.summary = None
 
 
@@ -299,14 +269,14 @@ def _ancestors(providers, rp_id):
     return seen
 
 
-def same_subtree_ok(providers, rp_ids, ancestors=None):
-    """rules.same_subtree over ``providers`` ({id: Provider});
-    ``ancestors`` (rp -> frozenset of ancestors-or-self) may be a
-    cache."""
-    if ancestors is None:
-        ancestors = OnFirstUse(
-            lambda rp: frozenset(_ancestors(providers, rp)))
-    return rules.same_subtree(ancestors, rp_ids)
+def same_subtree_ok(providers, rp_ids):
+    """rules.same_subtree over ``providers`` ({id: Provider})."""
+    return rules.same_subtree(ancestors_of(providers), rp_ids)
+
+
+def ancestors_of(providers):
+    """rp -> frozenset of its ancestors-or-self, made on first use."""
+    return OnFirstUse(lambda rp: frozenset(_ancestors(providers, rp)))
 
 
 class _Pair(tuple):
@@ -355,15 +325,13 @@ class _Plan:
         self.pairs = [checks[0] if len(checks) == 1 and
                       type(checks[0]) is _Pair else None
                       for checks in self.subtree_checks]
-        # Numbered groups only, isolated, nothing else relating them (a
-        # wide request): see _Search.injective.
+        # A wide request: see _Search.injective.
         self.injective = (isolate and not one_provider_per_tree
                           and all(g.same_provider for g in self.groups)
                           and not any(self.subtree_checks))
         # Ancestors-or-self of each provider, on first use (same_subtree
         # sets of more than two groups or with the unnumbered group).
-        self.ancestors = OnFirstUse(
-            lambda rp: frozenset(_ancestors(providers, rp)))
+        self.ancestors = ancestors_of(providers)
 
     def order(self, items):
         """The choices of one step, in a random order when asked for."""
@@ -450,8 +418,9 @@ class _Search:
         will do. itertools then walks the same tree as _place, in the
         same order (lexicographic in each group's list), at C speed: 8
         groups over 8 children are 40,320 candidates."""
+        providers = self.providers
         lists = [[rp for rp in g.by_anchor.get(anchor, ())
-                  if fits_alone(self.providers[rp].inventory, g.resources)]
+                  if rules.fits_alone(providers[rp].inventory, g.resources)]
                  for g in self.groups]
         if all(lst == lists[0] for lst in lists):
             return itertools.permutations(self.plan.order(lists[0]),
@@ -478,8 +447,7 @@ class _Search:
                     rps.add(picks[pos])
                 else:
                     rps.update(picks[pos])
-            if not same_subtree_ok(self.providers, rps,
-                                   self.plan.ancestors):
+            if not rules.same_subtree(self.plan.ancestors, rps):
                 return False
         return True
 
@@ -675,14 +643,10 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         'breadth-first' (round-robin across anchors).
     :param anchors: the anchor roots to try, in order; default all viable.
     :param seen: a set shared across calls to drop duplicates.
-    :param rng: None for the deterministic order (ascending anchors, each
-        group's providers in the order given); a ``random.Random`` to
-        explore in a random order instead: anchors shuffled and taken
-        round-robin (whatever ``strategy``), each step's choices
-        shuffled. This is the randomize_allocation_candidates seam: the
-        first ``limit`` candidates yielded are then a random sample of the
-        whole answer -- any candidate can come first -- drawn without
-        generating the rest; callers stop after ``limit``.
+    :param rng: None for the deterministic order; a ``random.Random``
+        for a random one (see "Two orders" above): anchors shuffled and
+        taken round-robin (whatever ``strategy``), each step's choices
+        shuffled.
     :param shared_ids: ids of providers usable under several anchors
         (sharing providers) when the caller combines in several batches;
         default: worked out from ``groups``.

@@ -472,53 +472,53 @@ def _drops(groups, wide):
     """(text, groups, wide) with one constraint removed, for each."""
     out = []
 
-    def variant(text, change_group=None, suffix=None, change_wide=None):
-        g2 = {s: copy.copy(rg) for s, rg in groups.items()}
-        w2 = copy.copy(wide)
-        if change_group is not None:
-            change_group(g2[suffix])
-        if change_wide is not None:
-            change_wide(w2)
+    def without(obj, attr, item=None, index=None):
+        """A copy of ``obj`` without ``item`` of its set ``attr`` (or
+        the ``index``-th of its list)."""
+        obj = copy.copy(obj)
+        old = getattr(obj, attr)
+        setattr(obj, attr, old - {item} if index is None
+                else old[:index] + old[index + 1:])
+        return obj
+
+    def variant(text, suffix=None, **how):
+        g2 = dict(groups)
+        w2 = wide
+        if suffix is None:
+            w2 = without(wide, **how)
+        else:
+            g2[suffix] = without(groups[suffix], **how)
         out.append((text, g2, w2))
 
     for s, rg in groups.items():
-        for i, any_of in enumerate(rg.required):
-            def drop(g, i=i):
-                g.required = g.required[:i] + g.required[i + 1:]
-            variant('required%s=%s' % (s, any_of_text(any_of)), drop, s)
-        for name in sorted(rg.forbidden):
-            def drop(g, name=name):
-                g.forbidden = g.forbidden - {name}
-            variant('required%s=!%s' % (s, name), drop, s)
-        for i, any_of in enumerate(rg.member_of):
-            def drop(g, i=i):
-                g.member_of = g.member_of[:i] + g.member_of[i + 1:]
-            variant('member_of%s=%s' % (s, any_of_text(any_of)), drop, s)
-        for agg in sorted(rg.forbidden_aggs):
-            def drop(g, agg=agg):
-                g.forbidden_aggs = g.forbidden_aggs - {agg}
-            variant('member_of%s=!%s' % (s, agg), drop, s)
+        for key, attr in (('required', 'required'),
+                          ('member_of', 'member_of')):
+            for i, any_of in enumerate(getattr(rg, attr)):
+                variant('%s%s=%s' % (key, s, any_of_text(any_of)), s,
+                        attr=attr, index=i)
+        for key, attr in (('required', 'forbidden'),
+                          ('member_of', 'forbidden_aggs')):
+            for item in sorted(getattr(rg, attr)):
+                variant('%s%s=!%s' % (key, s, item), s, attr=attr,
+                        item=item)
         if rg.in_tree:
-            def drop(g):
-                g.in_tree = None
-            variant('in_tree%s=%s' % (s, rg.in_tree), drop, s)
+            g2 = dict(groups)
+            g2[s] = copy.copy(rg)
+            g2[s].in_tree = None
+            out.append(('in_tree%s=%s' % (s, rg.in_tree), g2, wide))
     for name in sorted(wide.root_required):
-        def drop(w, name=name):
-            w.root_required = w.root_required - {name}
-        variant('root_required=%s' % name, change_wide=drop)
+        variant('root_required=%s' % name, attr='root_required', item=name)
     for name in sorted(wide.root_forbidden):
-        def drop(w, name=name):
-            w.root_forbidden = w.root_forbidden - {name}
-        variant('root_required=!%s' % name, change_wide=drop)
+        variant('root_required=!%s' % name, attr='root_forbidden',
+                item=name)
     if wide.group_policy == 'isolate':
-        def drop(w):
-            w.group_policy = 'none'
-        variant('group_policy=isolate (with group_policy=none)',
-                change_wide=drop)
+        w2 = copy.copy(wide)
+        w2.group_policy = 'none'
+        out.append(('group_policy=isolate (with group_policy=none)',
+                    groups, w2))
     for i, sub in enumerate(wide.same_subtrees):
-        def drop(w, i=i):
-            w.same_subtrees = w.same_subtrees[:i] + w.same_subtrees[i + 1:]
-        variant('same_subtree=%s' % ','.join(sorted(sub)), change_wide=drop)
+        variant('same_subtree=%s' % ','.join(sorted(sub)),
+                attr='same_subtrees', index=i)
     return out[:_MAX_SUGGESTIONS]
 
 

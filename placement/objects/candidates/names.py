@@ -71,6 +71,12 @@ def trait_ids(ctx, names):
     return {trait_obj.id_for_name(ctx, name) for name in names}
 
 
+def root_traits(ctx, wide):
+    """root_required's trait ids: (required, forbidden)."""
+    return (trait_ids(ctx, sorted(wide.root_required)),
+            trait_ids(ctx, sorted(wide.root_forbidden)))
+
+
 def resolve(ctx, groups, agg_ids, engine):
     """[ResolvedGroup] for ``groups`` (request.RequestGroup by suffix).
 

@@ -136,8 +136,8 @@ class Judge:
         self.view = view
         self.rps = view.rps
         ctx = view.ctx
-        self.root_required = names_mod.trait_ids(ctx, wide.root_required)
-        self.root_forbidden = names_mod.trait_ids(ctx, wide.root_forbidden)
+        self.root_required, self.root_forbidden = names_mod.root_traits(
+            ctx, wide)
         tree = collections.defaultdict(frozenset)
         for root, ids in view.world.trees.items():
             tree[root] = frozenset().union(*(self.rps[i].traits

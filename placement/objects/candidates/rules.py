@@ -67,6 +67,28 @@ def inventory(total, reserved, allocation_ratio, min_unit, max_unit,
                      step_size, total, reserved, allocation_ratio)
 
 
+class Room(typing.NamedTuple):
+    """One inventory as the combiner judges it (combine.Provider's): a
+    candidate's amounts summed per provider and class must stay within
+    ``capacity - used`` and ``max_unit``. ``capacity`` is ``int((total -
+    reserved) * allocation_ratio)``, as upstream's Python check has it;
+    the filters before compare with Inventory.limit, as its SQL does."""
+    capacity: int
+    used: int
+    max_unit: int
+
+
+def fits_alone(inventory, resources):
+    """``inventory`` ({class name: Room}) has room for each of
+    ``resources`` ((class name, amount) pairs), nothing else taken."""
+    for rc, amount in resources:
+        room = inventory.get(rc)
+        if room is None or room.used + amount > room.capacity or \
+                amount > room.max_unit:
+            return False
+    return True
+
+
 class Verdict(typing.NamedTuple):
     """A rule that refused a provider (its function's name) and what the
     provider misses for it (see each rule)."""

@@ -99,11 +99,8 @@ class _Request:
     # -- names to ids -------------------------------------------------------
 
     def _resolve(self, conn, groups):
-        wide = self.wide
-        self.root_required = names.trait_ids(self.ctx,
-                                             sorted(wide.root_required))
-        self.root_forbidden = names.trait_ids(self.ctx,
-                                              sorted(wide.root_forbidden))
+        self.root_required, self.root_forbidden = names.root_traits(
+            self.ctx, self.wide)
         if self.root_required or self.root_forbidden:
             if not any(self.rps[r].parent is None and self.root_ok(r)
                        for r in self.world.roots if r in self.rps):

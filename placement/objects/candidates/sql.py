@@ -50,11 +50,8 @@ from placement.objects.candidates import rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
-_RP = models.RP
-_INV = models.INV
-_ALLOC = models.ALLOC
-_RPT = models.RPT
-_RPA = models.RPA
+_RP, _INV, _ALLOC = models.RP, models.INV, models.ALLOC
+_RPT, _RPA = models.RPT, models.RPA
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # Under a limit, trees are first read for this many anchors or twice the
@@ -321,11 +318,8 @@ class Request:
     # -- names to ids -------------------------------------------------------
 
     def _resolve(self, groups):
-        wide = self.wide
-        self.root_required = names.trait_ids(self.ctx,
-                                             sorted(wide.root_required))
-        self.root_forbidden = names.trait_ids(self.ctx,
-                                              sorted(wide.root_forbidden))
+        self.root_required, self.root_forbidden = names.root_traits(
+            self.ctx, self.wide)
         if self.root_required or self.root_forbidden:
             roots = sa.select(_RP.c.id).where(
                 _RP.c.parent_provider_id.is_(None),
@@ -538,7 +532,7 @@ class Request:
             if prov is None:
                 prov = provs[rid] = combine.Provider(rid, uuid, parent, root)
             if rc_id is not None:
-                prov.inventory[rc_names[rc_id]] = combine.Room(
+                prov.inventory[rc_names[rc_id]] = rules.Room(
                     int((total - reserved) * ratio), int(used or 0),
                     max_unit)
         _set_traits(self.ctx, provs, self.conn.execute(

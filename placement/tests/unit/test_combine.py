@@ -2,6 +2,7 @@
 import itertools
 
 from placement.objects.candidates import combine as cb
+from placement.objects.candidates import rules
 
 P = cb.Provider
 G = cb.Group
@@ -12,7 +13,7 @@ def world(*provs):
 
 
 def inv(cap, used=0, max_unit=None):
-    return cb.Room(cap, used, cap if max_unit is None else max_unit)
+    return rules.Room(cap, used, cap if max_unit is None else max_unit)
 
 
 def run(providers, groups, limit=None, **kw):
