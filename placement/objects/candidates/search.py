@@ -344,7 +344,7 @@ class _Request:
         if (self.root_required or self.root_forbidden) and not self.root_ok(
                 rec.id):
             return False
-        return combine.fits_alone(rec.prov.inventory, g.resources)
+        return rules.fits_alone(rec.prov.inventory, g.resources)
 
 
 class _Batch:

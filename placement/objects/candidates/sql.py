@@ -177,9 +177,9 @@ def _with_usage(from_, sqlite, *conds):
     return from_, sa.func.coalesce(usage.c.used, 0)
 
 
-def _fits(used, amount, sqlite):
-    """The inventory row can take ``amount`` more: capacity left after
-    ``used``, min_unit, max_unit, step_size.
+def _serves(used, amount, sqlite):
+    """rules.serves: the inventory row can take ``amount`` more (capacity
+    left after ``used``, min_unit, max_unit, step_size).
 
     Elsewhere than on SQLite the test is wrapped in a CASE the planner
     cannot see into: PostgreSQL multiplies a default selectivity per term
@@ -410,7 +410,7 @@ class Request:
             _RP.c.id, _RP.c.root_provider_id, _INV.c.resource_class_id,
         ).select_from(from_).where(
             _INV.c.resource_class_id.in_(sorted(rc_amount)),
-            _fits(used, amount, self.sqlite), *filters, *extra)).all()
+            _serves(used, amount, self.sqlite), *filters, *extra)).all()
 
     def _sharing_rows(self, g):
         """Rows of sharing providers able to serve ``g``, whatever their

@@ -490,3 +490,28 @@ def test_sql_by_hand_is_seen_and_reload_loads_everything(tmp_path):
         assert 'next request' in result.stdout
         assert _providers(app, q) == [a]
         assert the_world.loads == loads + 1
+
+
+@pytest.mark.parametrize('use_world', [True, False])
+def test_each_group_is_logged_at_debug(use_world, monkeypatch, caplog):
+    """An operator following a request at DEBUG sees, per request group,
+    how many providers matched it, from either engine."""
+    w = cw.WorldBuilder()
+    for name in ('cn1', 'cn2'):
+        w.provider(name)
+        w.inventory(name, 'VCPU', 8)
+    w.provider('small')
+    w.inventory('small', 'VCPU', 1)
+    monkeypatch.setattr(engine, 'USE_WORLD', use_world)
+    caplog.set_level('DEBUG', logger='placement.objects.candidates.names')
+    with gabbits.app_over_world(w) as app:
+        status, _body = twr.get(
+            app, '/allocation_candidates?resources=VCPU:2'
+            '&resources1=VCPU:1&group_policy=none', LATEST)
+    assert status == 200
+    lines = [r.getMessage() for r in caplog.records
+             if 'matched group' in r.getMessage()]
+    assert any(line.startswith("2 providers under 2 trees matched group ''")
+               for line in lines), lines
+    assert any(line.startswith("3 providers under 3 trees matched group "
+                               "'1'") for line in lines), lines
