@@ -17,7 +17,6 @@ from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import names as names_mod
 from placement.objects.candidates import rules
-from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -82,15 +81,7 @@ class View:
         return self.rps.get(rec.root, rec)
 
     def tree_root_of(self, uuid):
-        rid = self.world.by_uuid.get(uuid)
-        if rid is None and self._mysql:
-            # MySQL's collation matches a uuid in any case (as search).
-            rid = next((i for u, i in self.world.by_uuid.items()
-                        if u.lower() == uuid.lower()), None)
-        return None if rid is None else self.rps[rid].root
-
-    def rc(self, rc_id):
-        return rc_obj.name_for_id(self.ctx, rc_id)
+        return self.world.root_of(uuid, any_case=self._mysql)
 
     def traits(self, tids):
         return sorted(trait_obj.name_for_id(self.ctx, t) for t in tids)

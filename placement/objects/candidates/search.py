@@ -115,13 +115,7 @@ class _Request:
         return names.resolve(self.ctx, groups, agg_ids, self)
 
     def tree_root_of(self, uuid):
-        rid = self.world.by_uuid.get(uuid)
-        if rid is None and self._mysql:
-            # MySQL's collation matches a uuid in any case.
-            wanted = uuid.lower()
-            rid = next((i for u, i in self.world.by_uuid.items()
-                        if u.lower() == wanted), None)
-        return None if rid is None else self.rps[rid].root
+        return self.world.root_of(uuid, any_case=self._mysql)
 
     def any_in_all(self, member_of):
         first = set()

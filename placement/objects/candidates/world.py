@@ -329,6 +329,17 @@ class World:
         return frozenset().union(*(self.rps[rid].traits
                                    for rid in self.trees.get(root, ())))
 
+    def root_of(self, uuid, any_case=False):
+        """The root id of the tree of provider ``uuid`` (in_tree), None if
+        there is none; ``any_case``: MySQL's collation matches a uuid in
+        any case."""
+        rid = self.by_uuid.get(uuid)
+        if rid is None and any_case:
+            wanted = uuid.lower()
+            rid = next((i for u, i in self.by_uuid.items()
+                        if u.lower() == wanted), None)
+        return None if rid is None else self.rps[rid].root
+
     def tree_providers(self, roots):
         """{id: combine.Provider} of the whole trees under ``roots``."""
         out = {}
