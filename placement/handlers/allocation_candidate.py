@@ -285,7 +285,7 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
 def _summary(prov, providers, requested, with_traits, nested):
     """``"uuid":{...}``: one provider's entry in provider_summaries, its
     classes those of ``requested`` (all if None)."""
-    resources = {rc: {'capacity': inv[0], 'used': inv[1]}
+    resources = {rc: {'capacity': inv.capacity, 'used': inv.used}
                  for rc, inv in prov.inventory.items()
                  if requested is None or rc in requested}
     summary = {'resources': resources}

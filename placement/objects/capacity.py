@@ -323,8 +323,8 @@ def _patterns(ctx, groups, wide, roots):
             out[anchor] = (list(pats.values()), truncated)
     room = {}
     for rp, prov in providers.items():
-        for rc, (capacity, used, _max_unit) in prov.inventory.items():
-            room[(rp, rc)] = capacity - used
+        for rc, inv in prov.inventory.items():
+            room[(rp, rc)] = inv.capacity - inv.used
     return out, room
 
 

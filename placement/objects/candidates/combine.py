@@ -373,7 +373,7 @@ class _Search:
             if inv is None:
                 return False
             total = amount + held.get(rc, 0) if held else amount
-            if inv.used + total > inv.capacity or total > inv.max_unit:
+            if total > inv.most:
                 return False
         return True
 
@@ -499,8 +499,7 @@ class _Search:
                 fits = True
                 for rc, amt in resources:
                     inv = inventory.get(rc)
-                    if inv is None or inv.used + amt > inv.capacity or \
-                            amt > inv.max_unit:
+                    if inv is None or amt > inv.most:
                         fits = False
                         break
                 if not fits:
@@ -580,8 +579,7 @@ class _Search:
             if before is None:
                 # Nothing taken from it yet: it fits alone.
                 inv = providers[rp].inventory.get(rc)
-                if inv is None or inv.used + amt > inv.capacity or \
-                        amt > inv.max_unit:
+                if inv is None or amt > inv.most:
                     continue
             elif not self._fits(rp, one):
                 continue

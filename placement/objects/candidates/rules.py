@@ -72,19 +72,25 @@ class Room(typing.NamedTuple):
     candidate's amounts summed per provider and class must stay within
     ``capacity - used`` and ``max_unit``. ``capacity`` is ``int((total -
     reserved) * allocation_ratio)``, as upstream's Python check has it;
-    the filters before compare with Inventory.limit, as its SQL does."""
+    the filters before compare with Inventory.limit, as its SQL does.
+    ``most`` is what one candidate may take: an amount fits when it is
+    at most ``min(capacity - used, max_unit)`` (made by ``room``)."""
     capacity: int
     used: int
     max_unit: int
+    most: int
+
+
+def room(capacity, used, max_unit):
+    return Room(capacity, used, max_unit, min(capacity - used, max_unit))
 
 
 def fits_alone(inventory, resources):
     """``inventory`` ({class name: Room}) has room for each of
     ``resources`` ((class name, amount) pairs), nothing else taken."""
     for rc, amount in resources:
-        room = inventory.get(rc)
-        if room is None or room.used + amount > room.capacity or \
-                amount > room.max_unit:
+        room_ = inventory.get(rc)
+        if room_ is None or amount > room_.most:
             return False
     return True
 

@@ -532,7 +532,7 @@ class Request:
             if prov is None:
                 prov = provs[rid] = combine.Provider(rid, uuid, parent, root)
             if rc_id is not None:
-                prov.inventory[rc_names[rc_id]] = rules.Room(
+                prov.inventory[rc_names[rc_id]] = rules.room(
                     int((total - reserved) * ratio), int(used or 0),
                     max_unit)
         _set_traits(self.ctx, provs, self.conn.execute(

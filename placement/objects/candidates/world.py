@@ -248,7 +248,7 @@ class World:
             n = used.get((rid, rc), 0)
             inv[rid].append((rc, once(rules.inventory(
                 total, reserved, ratio, min_unit, max_unit, step, n,
-                single_precision=mysql)), once(rules.Room(
+                single_precision=mysql)), once(rules.room(
                     int((total - reserved) * ratio), n, max_unit))))
         trait_ids = collections.defaultdict(list)
         for rid, tid in traits:

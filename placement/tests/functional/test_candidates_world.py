@@ -284,10 +284,10 @@ def test_another_process_sees_writes(ctx):
         cloud.inventory(a, VCPU=4)
         other = _second_process(engine, ctx)
         rid = other.by_uuid[a]
-        assert other.rps[rid].prov.inventory['VCPU'] == (4, 0, 2147483647)
+        assert other.rps[rid].prov.inventory['VCPU'][:3] == (4, 0, 2147483647)
         cloud.allocate(str(uuidlib.uuid4()), a, VCPU=3)
         _refresh(other, engine, ctx)
-        assert other.rps[rid].prov.inventory['VCPU'] == (4, 3, 2147483647)
+        assert other.rps[rid].prov.inventory['VCPU'][:3] == (4, 3, 2147483647)
         assert other.loads == 1
         b = cloud.provider('b')
         _refresh(other, engine, ctx)

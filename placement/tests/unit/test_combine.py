@@ -13,7 +13,7 @@ def world(*provs):
 
 
 def inv(cap, used=0, max_unit=None):
-    return rules.Room(cap, used, cap if max_unit is None else max_unit)
+    return rules.room(cap, used, cap if max_unit is None else max_unit)
 
 
 def run(providers, groups, limit=None, **kw):
