@@ -260,20 +260,6 @@ def test_upgrade_check_warns_without_our_schema_track(conf_dir, empty_db):
         'check': 'Candidates Change Log', 'result': 1,
         'details': 'The candidates world is not in use; run '
                    '"placement-manage db sync".'}
-    assert manage(conf_dir, 'db', 'sync').returncode == 0
-    check = status(conf_dir, 'upgrade', 'check')
-    assert check.returncode == 0, check.stdout + check.stderr
-
-
-def test_drop_extra_leaves_upstreams_track(conf_dir, empty_db):
-    assert manage(conf_dir, 'db', 'sync').returncode == 0
-    result = manage(conf_dir, 'db', 'drop_extra')
-    assert result.returncode == 0, result.stderr
-    assert _tables(empty_db.engine) == (
-        set(models.BASE.metadata.tables) | {'alembic_version'}) - {
-            models.CHANGE_SLOT.name, models.CHANGE.name}
-    assert manage(conf_dir, 'db', 'version').stdout == HEAD + '\n'
-    assert manage(conf_dir, 'db', 'version', '--extra').stdout == 'None\n'
 
 
 def test_upgrade_check_fails_on_a_json_policy_file(conf_dir, tmp_path):

@@ -215,7 +215,6 @@ def test_going_back_to_upstream_leaves_our_tables_then_drops_them(hosts):
     """Every host back on upstream's package: upstream's db sync and
     application work with our tables in place; ``db drop_extra`` of ours
     removes them, and a later db sync of ours brings them back."""
-    hosts.manage(False, 'db', 'sync')
     ours, _ = hosts.create_and_list(upstream=False)
     hosts.manage(True, 'db', 'sync')
     theirs, names = hosts.create_and_list(upstream=True)
