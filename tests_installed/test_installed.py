@@ -372,7 +372,7 @@ def test_upgrade_check_passes(synced, deploy_dir):
     assert [c['check'] for c in checks] == [
         'Missing Root Provider IDs', 'Incomplete Consumers',
         'Policy File JSON to YAML Migration', 'Candidates Change Log']
-    assert [c['result'] for c in checks] == [0, 0, 0], out.stdout
+    assert [c['result'] for c in checks] == [0, 0, 0, 0], out.stdout
 
 
 # --- serving --------------------------------------------------------------
