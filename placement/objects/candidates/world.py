@@ -4,22 +4,29 @@ Each process holds, per database, every provider with its place in its
 tree, inventories with usage, traits and aggregates (``World``), and
 refreshes it at the start of every request by a change check that is
 exact (see ``placement/objects/changes.py``): one query reads the
-change counters of ``CHANGE_SLOTS`` slots; for the slots that moved, one
-more reads which providers changed since, and only those are read again.
-A request therefore sees every write committed before it began, through
-whichever process or API node made it, and costs the database two tiny
+change counters of ``SLOTS`` slots; for the slots that moved, one more
+reads which providers changed since, and only those are read again. The
+counters are moved by database triggers, so a request sees every write
+committed before it began, whoever made it (our API on any node, upstream's
+API on the same database, SQL by hand), and costs the database two tiny
 queries instead of a search.
 
 A full load happens on first use, when the database's epoch changes (a
-new database, or ``changes.new_epoch``), and when this process is further
-behind than the change log keeps.
+new database, a renamed resource class or trait, ``placement-manage
+reload``), when this process is further behind than the change log keeps,
+when more changed than half its providers (cheaper to read them all), and
+when the log was pruned between its two reads. Each is logged at INFO
+and counted in /metrics.
 """
 import bisect
 import collections
 import struct
 import threading
+import time
 import weakref
 
+from oslo_log import log as logging
+import prometheus_client
 import sqlalchemy as sa
 
 from placement.db import models
@@ -36,8 +43,25 @@ _RPA = models.RPA
 _SLOT = models.CHANGE_SLOT
 _CHANGE = models.CHANGE
 
+LOG = logging.getLogger(__name__)
+
 # Providers read per statement on a partial reload.
 _CHUNK = 500
+
+# The world's health, for /metrics (per process, or summed over workers
+# in prometheus_client's multiprocess mode).
+FULL_LOADS = prometheus_client.Counter(
+    'placement_candidates_world_full_loads',
+    'Full loads of the in-memory candidates world, by reason.', ['reason'])
+PARTIAL_LOADS = prometheus_client.Counter(
+    'placement_candidates_world_partial_loads',
+    'Refreshes that read again only the providers changed since.')
+PROVIDERS_READ = prometheus_client.Counter(
+    'placement_candidates_world_providers_read',
+    'Providers read into the in-memory world, by full and partial loads.')
+REFRESH_SECONDS = prometheus_client.Counter(
+    'placement_candidates_world_refresh_seconds',
+    'Time spent bringing the in-memory world up to date.')
 
 
 def _float32(value):
@@ -94,31 +118,62 @@ class World:
 
     def refresh(self, ctx, conn):
         """Bring the world up to every change committed so far."""
+        start = time.perf_counter()
         current = dict(conn.execute(
             sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
         epoch = current.pop(changes.EPOCH_SLOT, None)
-        if not self.loads or epoch != self.epoch:
+        why = None
+        if not self.loads:
+            why = 'first use'
+        elif epoch != self.epoch:
+            why = 'new epoch'
+        else:
+            why = self._catch_up(ctx, conn, current)
+        if why is not None:
             self._load(ctx, conn, None)
-            self.epoch = epoch
-            self.slots = current
-            return
+            LOG.info('Allocation candidates: loaded %d providers (%s) in '
+                     '%.3f s.', len(self.rps), why,
+                     time.perf_counter() - start)
+            FULL_LOADS.labels(why).inc()
+            PROVIDERS_READ.inc(len(self.rps))
+        self.epoch = epoch
+        self.slots = current
+        REFRESH_SECONDS.inc(time.perf_counter() - start)
+
+    def _catch_up(self, ctx, conn, current):
+        """Read again the providers logged since the counters this world
+        reflects; the reason to load everything instead, or None."""
         seen = self.slots
         moved = {s: v for s, v in current.items() if seen.get(s, 0) != v}
         if not moved:
-            return
-        if any(v < seen.get(s, 0) or v - seen.get(s, 0) >= changes.KEEP
-               for s, v in moved.items()):
-            self._load(ctx, conn, None)
-        else:
-            conds = [sa.and_(_CHANGE.c.slot == s,
-                             _CHANGE.c.seq > seen.get(s, 0),
-                             _CHANGE.c.seq <= v)
-                     for s, v in sorted(moved.items())]
-            ids = {r[0] for r in conn.execute(
-                sa.select(_CHANGE.c.resource_provider_id).where(
-                    sa.or_(*conds)))}
-            self._load(ctx, conn, ids)
-        self.slots = current
+            return None
+        behind = 0
+        for s, v in moved.items():
+            if v < seen.get(s, 0) or v - seen.get(s, 0) >= changes.KEEP:
+                return 'behind the change log'
+            behind += v - seen.get(s, 0)
+        if behind > max(_CHUNK, len(self.rps) // 2):
+            # Reading the log and then most providers by id costs more
+            # than reading every provider at once.
+            return 'more changes than half the providers'
+        conds = [sa.and_(_CHANGE.c.slot == s,
+                         _CHANGE.c.seq > seen.get(s, 0),
+                         _CHANGE.c.seq <= v)
+                 for s, v in sorted(moved.items())]
+        rows = conn.execute(
+            sa.select(_CHANGE.c.slot, _CHANGE.c.seq,
+                      _CHANGE.c.resource_provider_id).where(
+                sa.or_(*conds))).all()
+        # Every bump logs a row: a missing number means a writer pruned
+        # the log between our two reads.
+        got = {(s, n) for s, n, _ in rows}
+        if len(got) != behind:
+            return 'change log pruned while read'
+        ids = {r[2] for r in rows}
+        self._load(ctx, conn, ids)
+        PARTIAL_LOADS.inc()
+        PROVIDERS_READ.inc(len(ids))
+        return None
 
     # -- loading ----------------------------------------------------------
 
