@@ -156,9 +156,10 @@ def _stacked(engine):
     """What releases of ours before the separate track left: our first
     revision in alembic_version after upstream's a082b8bb98d0."""
     migration.upgrade('a082b8bb98d0', engine=engine)
-    models.BASE.metadata.create_all(
-        engine, tables=[models.CHANGE_SLOT, models.CHANGE])
     with engine.begin() as conn:
+        # Not create_all: that would add later revisions' triggers too.
+        models.CHANGE_SLOT.create(conn)
+        models.CHANGE.create(conn)
         conn.execute(sa.text('UPDATE alembic_version SET version_num = :v'),
                      {'v': EXTRA_CHAIN[0]})
 
