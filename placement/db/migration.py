@@ -83,12 +83,29 @@ def _unstack(engine):
     stacked = version(engine)
     base = _STACKED_ON_UPSTREAM.get(stacked)
     if base is None:
+        _adopt_change_tables(engine)
         return
     LOG.info('Moving revision %s from alembic_version to %s; upstream\'s '
              'revision is %s again', stacked, EXTRA_VERSION_TABLE, base)
     if version(engine, EXTRA) is None:
         alembic_command.stamp(_alembic_config(engine, EXTRA), stacked)
     alembic_command.stamp(_alembic_config(engine), base, purge=True)
+
+
+def _adopt_change_tables(engine):
+    """A database whose change tables exist but are recorded on no track
+    (an operator worked around the stacked revision with ``db stamp
+    a082b8bb98d0``): record our first revision, which made them, rather
+    than fail creating them again."""
+    if version(engine, EXTRA) is not None:
+        return
+    with engine.connect() as conn:
+        have = sa.inspect(conn).has_table('placement_change_slots')
+    if have:
+        first = 'c3a1f0e2d4b7'
+        LOG.info('Change tables found with no revision of ours recorded: '
+                 'stamping %s on %s', first, EXTRA_VERSION_TABLE)
+        alembic_command.stamp(_alembic_config(engine, EXTRA), first)
 
 
 def stamp(version, engine=None):

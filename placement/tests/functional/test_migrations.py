@@ -23,7 +23,7 @@ UPSTREAM_CHAIN = ['b4ed3a175331', '611cd6dffd7b', 'b5c396305c25',
                   '422ece571366', 'a082b8bb98d0']
 # Ours, on their own track, applied after upstream's head: the
 # candidates' change counters first.
-EXTRA_CHAIN = ['c3a1f0e2d4b7']
+EXTRA_CHAIN = ['c3a1f0e2d4b7', 'd7e2b9c41f05']
 VERSION_TABLES = {'alembic_version', migration.EXTRA_VERSION_TABLE}
 
 
@@ -175,6 +175,45 @@ def test_a_conversion_stopped_half_way_is_finished(empty_db):
         EXTRA_CHAIN[0])
     migration.upgrade('head', engine=empty_db.engine)
     assert _at_heads(empty_db.engine)
+
+
+def test_change_tables_stamped_away_are_adopted(empty_db):
+    """An operator who worked around the stacked revision with ``db stamp
+    a082b8bb98d0`` left the change tables recorded nowhere: the next sync
+    records them on our track and adds the triggers, instead of failing
+    to create the tables again."""
+    engine = empty_db.engine
+    _stacked(engine)
+    with engine.begin() as conn:
+        # What "db stamp a082b8bb98d0" did (purging the unknown one).
+        conn.execute(sa.text('UPDATE alembic_version SET version_num = :v'),
+                     {'v': UPSTREAM_CHAIN[-1]})
+    migration.upgrade('head', engine=engine)
+    assert _at_heads(engine)
+    assert _diff(engine) == []
+    from placement.db import change_triggers
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) == []
+
+
+def test_triggers_come_and_go_with_their_revision(empty_db):
+    from placement.db import change_triggers
+    engine = empty_db.engine
+    migration.upgrade(EXTRA_CHAIN[0], engine=engine)
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) != []
+    migration.upgrade('head', engine=engine)
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) == []
+    migration.alembic_command.downgrade(
+        migration._alembic_config(engine, migration.EXTRA), EXTRA_CHAIN[0])
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) != []
+        # Upstream's writes work without them.
+        conn.execute(sa.text(
+            "INSERT INTO resource_providers (uuid, name, generation) "
+            "VALUES ('u', 'n', 0)"))
+        conn.commit()
 
 
 def test_drop_extra_leaves_upstreams_schema_alone(empty_db):
