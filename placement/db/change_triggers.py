@@ -350,7 +350,11 @@ def _run(conn, statement):
 
 def install(conn):
     """Create the triggers on ``conn``'s database (inside its
-    transaction where the database allows DDL in one)."""
+    transaction where the database allows DDL in one). A procedure left
+    by dropped tables (MySQL drops triggers with their table, not
+    procedures) is replaced."""
+    if conn.dialect.name == 'mysql':
+        _run(conn, 'DROP PROCEDURE IF EXISTS placement_log_change')
     for statement in _statements(conn.dialect.name):
         _run(conn, statement)
 

@@ -1,6 +1,7 @@
 """The whole Placement data model, table for table as upstream's schema
 (as its migrations leave it at revision a082b8bb98d0), plus our own change
-counters for the allocation-candidates index (revision c3a1f0e2d4b7).
+counters for the allocation-candidates index (revision c3a1f0e2d4b7 of our
+own track, placement/db/extra_migrations).
 
 Keeping upstream's table and column names means a database that upstream's
 ``placement-manage db sync`` created can be served by us, and the other way.

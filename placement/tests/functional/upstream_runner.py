@@ -12,14 +12,20 @@ our ``placement`` package: it runs under upstream's interpreter.
 """
 import json
 import logging
+import os
 import sys
 
-from oslo_config import cfg
-import webob
+# A PYTHONPATH naming our checkout (how a developer runs the suite from a
+# work tree) would put our ``placement`` before upstream's.
+sys.path[:] = [p for p in sys.path
+               if p not in os.environ.get('PYTHONPATH', '').split(os.pathsep)]
 
-from placement import conf as pconf
-from placement import db_api
-from placement import deploy
+from oslo_config import cfg  # noqa: E402
+import webob  # noqa: E402
+
+from placement import conf as pconf  # noqa: E402
+from placement import db_api  # noqa: E402
+from placement import deploy  # noqa: E402
 
 
 def main():
