@@ -392,6 +392,9 @@ class _Search:
         self.root_owner = {}      # root -> rp (old microversions only)
         self.root_count = {}
         self.one_per_tree = plan.one_per_tree
+        # The picks to try, one per group position, instead of the
+        # anchor's lists (Checker).
+        self.forced = None
 
     # -- capacity bookkeeping ------------------------------------------
     def _fits(self, rp, resources):
@@ -437,7 +440,7 @@ class _Search:
     # -- the search ----------------------------------------------------
     def run(self, anchor):
         """Yield the picks (a tuple per candidate) under ``anchor``."""
-        if self.plan.injective:
+        if self.plan.injective and self.forced is None:
             return self.injective(anchor)
         return iter(self._place(0, anchor))
 
@@ -525,9 +528,12 @@ class _Search:
             subtree_check = False
         last = self.last
         one_per_tree = self.one_per_tree
-        choices = group.by_anchor.get(anchor, ())
-        if self.plan.rng is not None:
-            choices = self.plan.order(choices)
+        if self.forced is not None:
+            choices = (self.forced[idx],)
+        else:
+            choices = group.by_anchor.get(anchor, ())
+            if self.plan.rng is not None:
+                choices = self.plan.order(choices)
         for rp in choices:
             if isolate and rp in taken:
                 continue
@@ -607,9 +613,12 @@ class _Search:
         forbidden = group.forbidden
         providers = self.providers
         held = self.held
-        choices = per_rc.get(rc, ())
-        if self.plan.rng is not None:
-            choices = self.plan.order(choices)
+        if self.forced is not None:
+            choices = (self.forced[idx][pos],)
+        else:
+            choices = per_rc.get(rc, ())
+            if self.plan.rng is not None:
+                choices = self.plan.order(choices)
         for rp in choices:
             if forbidden and not forbidden.isdisjoint(providers[rp].traits):
                 continue
@@ -637,6 +646,37 @@ class _Search:
                 held[rp] = before
             if self.one_per_tree:
                 self._release_tree(rp)
+
+
+class Checker:
+    """Whether given picks are a candidate under an anchor: the search's
+    own rules (capacity summed over groups, isolate, unnumbered traits,
+    same_subtree, one provider per tree) applied to one choice per step.
+    The random sample (sample.py) draws picks and asks this.
+
+    ``groups`` is the search order (_Plan's, a function of the request
+    alone): picks are given in it, and candidates made of them
+    (``candidate``) are alike position by position with combine's."""
+
+    def __init__(self, providers, groups, isolate=False, same_subtrees=(),
+                 one_provider_per_tree=False):
+        plan = _Plan(providers, groups, isolate, same_subtrees,
+                     one_provider_per_tree, None)
+        self.groups = plan.groups
+        self._search = _Search(plan)
+
+    def ok(self, anchor, picks):
+        """``picks`` (per group in ``groups`` order: a provider id, or a
+        tuple of them per class for the unnumbered group) are a candidate
+        under ``anchor``, each drawn from that anchor's lists."""
+        search = self._search
+        search.forced = picks
+        # Run to the end (at most one result): the search gives back what
+        # it took only when it finishes.
+        return sum(1 for _ in search.run(anchor)) > 0
+
+    def candidate(self, picks):
+        return Candidate(self.groups, picks)
 
 
 def viable_anchors(groups):

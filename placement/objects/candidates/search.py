@@ -5,10 +5,10 @@ The general algorithm, in one place:
 1. resolve names to ids (``_Request``); names that do not exist answer
    as upstream does (400, or an empty answer when an earlier group has
    no candidates anyway);
-2. walk the trees' roots -- by id, or in random order (``_walk``) -- a
-   batch at a time; per batch and per request group collect, per anchor
-   root, the providers able to serve the group on their own (capacity,
-   min_unit, max_unit, step_size, traits, aggregates, in_tree,
+2. walk the trees' roots by id (``_walk``) a batch at a time (or draw
+   them at random, ``_sample``); per batch and per request group collect,
+   per anchor root, the providers able to serve the group on their own
+   (capacity, min_unit, max_unit, step_size, traits, aggregates, in_tree,
    root_required), plus the sharing providers anchored to the root by an
    aggregate (``_Request.groups_for``);
 3. hand those to the pure combiner (``combine.py``), which yields the
@@ -37,12 +37,17 @@ candidate is one provider holding the whole request. Its answer is the
 general path's (``test_candidates_search.py`` checks they agree).
 
 How it stays flat in the number of providers under a limit: the walk
-stops as soon as ``limit`` candidates are found, and with randomize on it
-draws roots one at a time from a lazily built random permutation
-(``_random_order``), so the work is proportional to the roots it has to
-look at, not to the world. Each fitting root is equally likely to come
-at any place of the order: a fair sample of roots (within a root with
-several candidates, the combiner's order is shuffled too).
+stops as soon as ``limit`` candidates are found. With randomize on, a
+``limit`` is a uniform random sample of the whole answer, as upstream's
+random.sample of every candidate: ``_sample`` draws it root by root
+(sample.py has the method and why it is exact), looking at a root when it
+is first drawn, so the work grows with the roots drawn, not with the
+world, as long as most roots fit. The bound it needs, the most choices a
+root can offer, comes from the world's counts of providers per class and
+tree (world.PerTree) and the sharing providers (``_Request.bound``). On
+the fast path every root is one candidate or none, and the first
+``limit`` fitting roots of a lazily shuffled order (``_random_order``)
+are already such a sample.
 """
 import bisect
 import itertools
@@ -55,6 +60,7 @@ from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
 from placement.objects.candidates import names
+from placement.objects.candidates import sample
 from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -65,6 +71,8 @@ _FIRST_BATCH = 8
 # SQL gatherer's, so that its round-robin order is the same.
 _ROOTS_PER_CANDIDATE = 16
 _MIN_WINDOW = 64
+# Roots looked at per batch when a sample enumerates after all.
+_LOOK_CHUNK = 4096
 
 
 Empty = names.Empty
@@ -371,6 +379,16 @@ class _Request:
                     out.setdefault(sp, set()).add(root)
         return out
 
+    @staticmethod
+    def shell(g, by_anchor):
+        """combine.Group of ``g`` with the lists ``by_anchor``."""
+        if g.numbered:
+            return combine.Group(g.suffix, g.resources, by_anchor)
+        return combine.Group(
+            g.suffix, g.resources, by_anchor,
+            required=[set(g_ids) for g_ids in g.rg.required],
+            forbidden=set(g.rg.forbidden))
+
     def _to_combine_group(self, g, by_anchor, srows, anchors_of,
                           bad_roots):
         """combine.Group of ``g``: the trees' providers (``_in_trees``),
@@ -388,7 +406,7 @@ class _Request:
                         lst = by_anchor.setdefault(anchor, [])
                         if rp not in lst:
                             lst.append(rp)
-            return combine.Group(g.suffix, g.resources, by_anchor)
+            return self.shell(g, by_anchor)
         for rp, root, rc in sorted(srows):
             for anchor in sorted(anchors_of.get(rp, ())):
                 if anchor in bad_roots:
@@ -397,10 +415,7 @@ class _Request:
                     names[rc], [])
                 if rp not in lst:
                     lst.append(rp)
-        return combine.Group(
-            g.suffix, g.resources, by_anchor,
-            required=[set(g_ids) for g_ids in g.rg.required],
-            forbidden=set(g.rg.forbidden))
+        return self.shell(g, by_anchor)
 
     def providers(self, roots, rp_ids=()):
         """{id: combine.Provider} of the whole trees under ``roots`` and
@@ -408,6 +423,65 @@ class _Request:
         roots = set(roots)
         roots.update(self.rps[rid].root for rid in rp_ids)
         return self.world.tree_providers(sorted(roots))
+
+    # -- what the random sample needs (sample.py) ---------------------------
+
+    def sample_roots(self):
+        """The roots a sample draws from: every root, or the roots with
+        the root_required traits when those are fewer."""
+        roots = self.world.roots
+        if not self.root_required:
+            return roots
+        having = min((self.world.by_trait.get(t, ())
+                      for t in self.root_required), key=len)
+        if len(having) >= len(roots):
+            return roots
+        rps = self.rps
+        return sorted(r for r in having
+                      if rps[r].root == r and self.root_ok(r))
+
+    def bound(self):
+        """At least the product of the lengths of any root's lists (C in
+        sample.py). A list holds providers of the root's tree, plus
+        sharing providers: per class of the unnumbered group, the tree's
+        providers with inventory of that class; for a numbered group,
+        those with inventory of each of its classes (resourceless: any
+        provider). So the most providers with that class one tree has
+        (world.PerTree), plus the sharing providers able to serve it,
+        bounds each list; their product bounds every root's."""
+        per_tree = self.world.per_tree()
+        total = 1
+        for g in self.groups:
+            srows = self._sharing_rows_for(g) if self.sharing else ()
+            if g.numbered or not g.amounts:
+                own = min((per_tree.most(rc) for rc, _ in g.amounts),
+                          default=per_tree.most(None))
+                total *= own + len({row[0] for row in srows})
+                continue
+            for rc, _amount in g.amounts:
+                total *= per_tree.most(rc) + len(
+                    {rp for rp, _root, rc_ in srows if rc_ == rc})
+        return total
+
+    def sharing_alone(self):
+        """Whether a candidate may be made of sharing providers alone
+        (and so come from several anchors): each group, each class of
+        the unnumbered one, has a sharing provider able to serve it."""
+        if not self.sharing:
+            return False
+        for g in self.groups:
+            srows = self._sharing_rows_for(g)
+            if g.numbered:
+                served = {}
+                for rp, _root, rc in srows:
+                    served.setdefault(rp, set()).add(rc)
+                need = {rc for rc, _ in g.amounts}
+                if not any(have >= need for have in served.values()):
+                    return False
+            elif not {rc for rc, _ in g.amounts} <= {
+                    rc for _rp, _root, rc in srows}:
+                return False
+        return True
 
     # -- the fast path ------------------------------------------------------
 
@@ -505,7 +579,7 @@ def _batches(roots, first):
         size *= 4
 
 
-def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
+def _walk(req, batches, cap, wide, nested_aware, strategy):
     """Candidates from the trees under ``batches`` (an iterator of lists
     of roots), anchor by anchor in each batch's order (breadth-first:
     round-robin across one batch's anchors), up to ``cap``; and the
@@ -539,7 +613,7 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
             same_subtrees=wide.same_subtrees,
             one_provider_per_tree=not nested_aware and has_trees,
             strategy=strategy, anchors=anchors, seen=seen,
-            rng=rng, shared_ids=req.sharing)
+            shared_ids=req.sharing)
         if cap is None:
             found.extend(gen)
             continue
@@ -569,6 +643,90 @@ def _windows(req, cap):
         step *= 4
 
 
+def _look(req, roots, master, providers):
+    """Add to ``master`` (combine.Group per group, lists by anchor) the
+    lists of the anchors among ``roots`` that every group can use, and
+    their trees (with the trees of the sharing providers listed) to
+    ``providers``."""
+    cgroups = req.groups_for(roots)
+    if cgroups is None:
+        return
+    viable = combine.viable_anchors(cgroups)
+    if not viable:
+        return
+    used_sharing = set()
+    for whole, cg in zip(master, cgroups):
+        for anchor in viable:
+            per = whole.by_anchor[anchor] = cg.by_anchor[anchor]
+            if req.sharing:
+                lists = [per] if cg.same_provider else per.values()
+                for lst in lists:
+                    used_sharing.update(rp for rp in lst
+                                        if rp in req.sharing)
+    providers.update(req.providers(viable, used_sharing - set(providers)))
+
+
+def _attempts(req, roots, master, providers, checker, bound, looked,
+              limit):
+    """sample.py's attempts over ``roots``: a root uniformly (with
+    replacement), kept with probability P_r / ``bound``, then an element
+    of its lists' product uniformly; roots looked at on first draw
+    (``looked``: root -> (P_r, lists)). Once every root was looked at,
+    ``bound`` is the largest P_r, and the attempts end if the products
+    hold no more than ``limit`` elements (``fill`` takes them all)."""
+    groups = checker.groups
+    layout = sample.shape(groups)
+    choice = random.choice
+    randrange = random.randrange
+    while True:
+        root = choice(roots)
+        seen = looked.get(root)
+        if seen is None:
+            _look(req, [root], master, providers)
+            lists = sample.lists_of(groups, root)
+            seen = looked[root] = (sample.size(lists), lists)
+            if len(looked) == len(roots):
+                sizes = [n for n, _lists in looked.values()]
+                if sum(sizes) <= limit:
+                    return
+                bound = max(sizes)
+        n, lists = seen
+        u = randrange(bound)
+        yield (root, sample.decode(layout, lists, u)) if u < n else None
+
+
+def _sample(req, wide, nested_aware, limit):
+    """``limit`` candidates, a uniform random sample of the whole answer
+    (sample.py), with the providers of the trees looked at."""
+    master = [req.shell(g, {}) for g in req.groups]
+    providers = {}
+    options = dict(isolate=wide.group_policy == 'isolate',
+                   same_subtrees=wide.same_subtrees,
+                   one_provider_per_tree=not nested_aware and req.trees)
+    checker = combine.Checker(providers, master, **options)
+    roots = req.sample_roots()
+    bound = req.bound() if roots else 0
+    if not bound:
+        # Some class no provider has.
+        return [], {}
+    looked = {}
+    kept = {}
+    if len(roots) * bound > limit and not req.sharing_alone():
+        kept = sample.draw(
+            limit, _attempts(req, roots, master, providers, checker,
+                             bound, looked, limit),
+            checker, sample.budget(len(roots)))
+    everything = ()
+    if len(kept) < limit:
+        rest = [r for r in roots if r not in looked]
+        for i in range(0, len(rest), _LOOK_CHUNK):
+            _look(req, rest[i:i + _LOOK_CHUNK], master, providers)
+        everything = combine.combine(
+            providers, master, anchors=combine.viable_anchors(master),
+            shared_ids=req.sharing, **options)
+    return sample.fill(kept, limit, everything), providers
+
+
 def find(ctx, conn, world, groups, wide, nested_aware=True,
          max_candidates=-1, strategy='depth-first', randomize=False):
     """(candidates, providers, has_trees) as gather.find answers, from
@@ -580,31 +738,37 @@ def find(ctx, conn, world, groups, wide, nested_aware=True,
     has_trees = req.trees
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
-    sample = randomize and wide.limit is not None
-    if wide.limit is not None and (not randomize or sample):
-        cap = wide.limit if cap is None else min(cap, wide.limit)
-    roots = world.roots
-    if sample:
-        # A random sample of the fitting roots, looked at one by one.
-        order = _random_order(roots)
-        rng = random
-    else:
-        order = iter(roots)
-        rng = None
+    limit = wide.limit
     g = req.flat_group()
+    if randomize and limit is not None and cap is None:
+        if g is None:
+            found, providers = _sample(req, wide, nested_aware, limit)
+            return found, providers, has_trees
+        # A flat world's root is one candidate or none: the first
+        # ``limit`` that fit in a uniformly random order of the roots are
+        # a uniform sample of the answer.
+        found, providers = _flat(req, g, _random_order(world.roots), limit)
+        random.shuffle(found)
+        return found, providers, has_trees
+    if limit is not None and not randomize:
+        cap = limit if cap is None else min(cap, limit)
+    roots = world.roots
     if g is not None:
-        found, providers = _flat(req, g, order, cap)
+        found, providers = _flat(req, g, iter(roots), cap)
     else:
-        if sample:
-            batches = _batches(order, _first(cap))
-        elif strategy == 'breadth-first':
+        if strategy == 'breadth-first':
             # The SQL gatherer's windows, for the same round-robin.
             batches = (_windows(req, cap) if cap is not None
                        else iter([list(roots)]))
         else:
-            batches = _batches(order, _first(cap))
+            batches = _batches(iter(roots), _first(cap))
         found, providers = _walk(req, batches, cap, wide, nested_aware,
-                                 strategy, rng)
+                                 strategy)
     if randomize:
-        random.shuffle(found)
+        # As upstream: a sample of what max_allocation_candidates let be
+        # generated, or all of it shuffled.
+        if limit is not None and len(found) > limit:
+            found = random.sample(found, limit)
+        else:
+            random.shuffle(found)
     return found, providers, has_trees

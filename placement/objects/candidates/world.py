@@ -70,6 +70,52 @@ class Rec:
         self.prov = None
 
 
+class PerTree:
+    """How many providers of each tree have inventory of each class (key
+    None: providers of any kind), and per class the most one tree has:
+    a true bound on the choices a root offers a group, which the random
+    sample needs (search._Sampler, sample.py). Counts, not capacity: a
+    bound that holds whatever the usage."""
+
+    def __init__(self, rps):
+        self.count = collections.Counter(
+            (rec.root, key) for rec in rps.values()
+            for key in (None, *rec.inv))
+        # key -> {providers in one tree: trees with that many}
+        self.trees = collections.defaultdict(collections.Counter)
+        for (_root, key), n in self.count.items():
+            self.trees[key][n] += 1
+
+    def _move(self, rec, step):
+        count = self.count
+        for key in (None, *rec.inv):
+            at = (rec.root, key)
+            n = count[at]
+            hist = self.trees[key]
+            if n:
+                hist[n] -= 1
+                if not hist[n]:
+                    del hist[n]
+            n += step
+            if n:
+                count[at] = n
+                hist[n] += 1
+            else:
+                del count[at]
+
+    def add(self, rec):
+        self._move(rec, 1)
+
+    def drop(self, rec):
+        self._move(rec, -1)
+
+    def most(self, key):
+        """The most providers with class ``key`` (None: any) in one
+        tree; 0 if none has it."""
+        hist = self.trees.get(key)
+        return max(hist) if hist else 0
+
+
 class World:
     """Every provider of one database, and the change counters it
     reflects. ``lock`` is held while refreshing and while a search
@@ -88,6 +134,7 @@ class World:
         self.children = 0                           # providers w/ parent
         # root id -> frozenset of the trait ids in its tree, on first use.
         self.tree_traits = combine.OnFirstUse(self._traits_in_tree)
+        self._per_tree = None                       # see per_tree()
         self.loads = 0                              # full loads (tests)
 
     # -- the change check -------------------------------------------------
@@ -175,6 +222,7 @@ class World:
             self.by_uuid = {}
             self.children = 0
             self.tree_traits.clear()
+            self._per_tree = None
             self.loads += 1
         else:
             for rp_id in ids:
@@ -247,6 +295,8 @@ class World:
             bisect.insort(tree, rec.id)
         if rec.parent is not None:
             self.children += 1
+        if self._per_tree is not None:
+            self._per_tree.add(rec)
         for tid in rec.traits:
             self.by_trait[tid].add(rec.id)
         for aid in rec.aggs:
@@ -265,6 +315,8 @@ class World:
             self.roots.pop(bisect.bisect_left(self.roots, rec.root))
         if rec.parent is not None:
             self.children -= 1
+        if self._per_tree is not None:
+            self._per_tree.drop(rec)
         for tid in rec.traits:
             self.by_trait[tid].discard(rp_id)
         for aid in rec.aggs:
@@ -275,6 +327,13 @@ class World:
     def _traits_in_tree(self, root):
         return frozenset().union(*(self.rps[rid].traits
                                    for rid in self.trees.get(root, ())))
+
+    def per_tree(self):
+        """PerTree of this world: counted on first use after a full load,
+        then kept up to date provider by provider."""
+        if self._per_tree is None:
+            self._per_tree = PerTree(self.rps)
+        return self._per_tree
 
     def tree_providers(self, roots):
         """{id: combine.Provider} of the whole trees under ``roots``."""
