@@ -1,0 +1,197 @@
+"""``randomize_allocation_candidates`` with a ``limit``: a uniform random
+sample of the whole answer, as upstream's ``random.sample``.
+
+Statistics over many requests, with fixed seeds, for both engines (the
+in-memory world, search.py; the SQL one, gather.py), against what a
+uniform ``limit``-subset gives exactly:
+
+* few roots fit, each with ten candidates: the number of distinct roots
+  an answer spans (taking a root's candidates before moving on, as the
+  engines once did, spans about half as many), and each candidate as
+  often as any other;
+* roots offering uneven numbers of candidates (one, or ten; sharing
+  providers adding some; a request sharing providers can serve alone):
+  each candidate in about ``limit / answer`` of the answers.
+
+Each bound is five standard deviations of the uniform sample's figure.
+"""
+import collections
+import json
+import math
+import random
+
+import pytest
+import webob
+
+from placement.objects.candidates import gather
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional.fixtures import gabbits
+
+RANDOMIZED = {('placement', 'randomize_allocation_candidates'): True}
+AGG = 'cccccccc-0000-0000-0000-000000000001'
+
+
+@pytest.fixture(params=['world', 'sql'])
+def engine(request, monkeypatch):
+    """Which engine answers, and the module ``random`` the engines draw
+    from seeded (and put back afterwards)."""
+    monkeypatch.setattr(gather, 'USE_WORLD', request.param == 'world')
+    state = random.getstate()
+    random.seed(20261125)
+    yield request.param
+    random.setstate(state)
+
+
+def _answer(app, path):
+    resp = webob.Request.blank(path, headers={
+        'x-auth-token': 'admin',
+        'openstack-api-version': 'placement 1.39'}).get_response(app)
+    assert resp.status_int == 200, resp.body
+    return [json.dumps(ar['allocations'], sort_keys=True)
+            for ar in json.loads(resp.body)['allocation_requests']]
+
+
+def _whole(app, path, monkeypatch):
+    """The whole answer, without randomize."""
+    with monkeypatch.context() as m:
+        m.setattr(gather, 'USE_WORLD', True)
+        return set(_answer(app, path))
+
+
+def _chi_square_ok(counts, whole, draws, limit):
+    """Each of ``whole`` kept ``counts[c]`` times in ``draws`` answers of
+    ``limit``: the sum of squared deviations over the binomial variance
+    is about len(whole) (its mean, exactly) for a uniform sample; within
+    five of its standard deviations (about sqrt(2 len(whole)))."""
+    p = limit / len(whole)
+    expected = draws * p
+    stat = sum((counts[c] - expected) ** 2 for c in whole) / (
+        draws * p * (1 - p))
+    spread = 5 * math.sqrt(2 * len(whole))
+    return abs(stat - len(whole)) < spread, stat
+
+
+# -- few roots fit -----------------------------------------------------------
+
+HOSTS, CHILDREN, FITTING = 200, 10, 20
+FEW = ('/allocation_candidates?resources=VCPU:1&root_required=CUSTOM_X'
+       '&limit=50')
+
+
+@pytest.fixture(scope='module')
+def few_fit():
+    """200 hosts, each with 10 children having VCPU; 20 hosts have the
+    root_required trait: 200 candidates, 10 per fitting root."""
+    w = cw.WorldBuilder()
+    for h in range(HOSTS):
+        host = 'h%d' % h
+        w.provider(host)
+        if h % (HOSTS // FITTING) == 0:
+            w.trait(host, 'CUSTOM_X')
+        for c in range(CHILDREN):
+            w.provider('%s_c%d' % (host, c), parent=host)
+            w.inventory('%s_c%d' % (host, c), 'VCPU', 8)
+    root_of = {}
+    by_id = {r['id']: r for r in w.rps}
+    for r in w.rps:
+        root_of[r['uuid']] = by_id[r['root_provider_id']]['name']
+    with gabbits.app_over_world(w, RANDOMIZED) as app:
+        yield app, root_of
+
+
+def _distinct_roots_expected(groups, size, limit):
+    """Mean and variance of the number of groups a uniform ``limit``-subset
+    of ``groups`` groups of ``size`` items meets."""
+    n = groups * size
+    miss1 = math.comb(n - size, limit) / math.comb(n, limit)
+    miss2 = math.comb(n - 2 * size, limit) / math.comb(n, limit)
+    mean = groups * (1 - miss1)
+    square = mean + groups * (groups - 1) * (1 - 2 * miss1 + miss2)
+    return mean, square - mean * mean
+
+
+def test_few_fitting_roots_spread_as_a_uniform_sample(few_fit, engine,
+                                                      monkeypatch):
+    app, root_of = few_fit
+    whole = _whole(app, FEW.replace('&limit=50', ''), monkeypatch)
+    assert len(whole) == FITTING * CHILDREN
+    draws = 120
+    spans = []
+    counts = collections.Counter()
+    for _ in range(draws):
+        answer = _answer(app, FEW)
+        assert len(answer) == 50 == len(set(answer))
+        assert set(answer) <= whole
+        counts.update(answer)
+        spans.append(len({root_of[u] for a in answer
+                          for u in json.loads(a)}))
+    mean, var = _distinct_roots_expected(FITTING, CHILDREN, 50)
+    # 18.96 roots expected (sd 0.90 per answer); a root's candidates
+    # taken together gave about 11.
+    got = sum(spans) / draws
+    assert abs(got - mean) < 5 * math.sqrt(var / draws), (got, mean)
+    ok, stat = _chi_square_ok(counts, whole, draws, 50)
+    assert ok, stat
+
+
+# -- uneven roots ------------------------------------------------------------
+
+def _uneven():
+    """10 hosts with 10 VCPU children, 40 with one; and 10 more hosts
+    with VCPU on the root, half of them with their own disk, all in an
+    aggregate with a sharing disk provider."""
+    w = cw.WorldBuilder()
+    for h in range(50):
+        host = 'n%d' % h
+        w.provider(host)
+        for c in range(10 if h < 10 else 1):
+            w.provider('%s_c%d' % (host, c), parent=host)
+            w.inventory('%s_c%d' % (host, c), 'VCPU', 8)
+    w.provider('disks')
+    w.inventory('disks', 'DISK_GB', 1000)
+    w.trait('disks', cw.SHARES)
+    w.aggregate('disks', AGG)
+    for h in range(10):
+        host = 's%d' % h
+        w.provider(host)
+        w.inventory(host, 'MEMORY_MB', 1024)
+        w.aggregate(host, AGG)
+        if h < 5:
+            w.inventory(host, 'DISK_GB', 100)
+    return w
+
+
+@pytest.fixture(scope='module')
+def uneven():
+    with gabbits.app_over_world(_uneven(), RANDOMIZED) as app:
+        yield app
+
+
+@pytest.mark.parametrize('query,total,limit', [
+    # 10 x 10 + 40 x 1 candidates
+    ('resources=VCPU:1', 140, 14),
+    # 5 hosts with a disk of their own or the shared one, 5 with the
+    # shared one only
+    ('resources=MEMORY_MB:1,DISK_GB:1', 15, 4),
+    # the shared disk alone serves it (once, whichever host shares it)
+    ('resources=DISK_GB:1', 6, 2),
+], ids=['one-or-ten', 'sharing', 'sharing-alone'])
+def test_every_candidate_as_likely(uneven, engine, monkeypatch, query,
+                                   total, limit):
+    path = '/allocation_candidates?%s&limit=%d' % (query, limit)
+    whole = _whole(uneven, path.split('&limit')[0], monkeypatch)
+    assert len(whole) == total
+    draws = 200
+    counts = collections.Counter()
+    for _ in range(draws):
+        answer = _answer(uneven, path)
+        assert len(answer) == limit == len(set(answer))
+        counts.update(answer)
+    assert set(counts) <= whole
+    ok, stat = _chi_square_ok(counts, whole, draws, limit)
+    assert ok, (stat, sorted(counts.values()))
+    # And no candidate far off on its own: each is a binomial count.
+    p = limit / total
+    sd = math.sqrt(draws * p * (1 - p))
+    assert all(abs(counts[c] - draws * p) < 5 * sd for c in whole), (
+        sorted(counts.values()))
