@@ -664,11 +664,21 @@ class Checker:
                      one_provider_per_tree, None)
         self.groups = plan.groups
         self._search = _Search(plan)
+        # Isolated numbered groups use distinct providers: most drawn
+        # picks of a wide request fail that, told before any search.
+        self._distinct = (operator.itemgetter(*[
+            pos for pos, g in enumerate(plan.groups) if g.same_provider])
+            if isolate and sum(g.same_provider for g in plan.groups) > 1
+            else None)
 
     def ok(self, anchor, picks):
         """``picks`` (per group in ``groups`` order: a provider id, or a
         tuple of them per class for the unnumbered group) are a candidate
         under ``anchor``, each drawn from that anchor's lists."""
+        if self._distinct is not None:
+            numbered = self._distinct(picks)
+            if len(set(numbered)) < len(numbered):
+                return False
         search = self._search
         search.forced = picks
         # Run to the end (at most one result): the search gives back what

@@ -113,6 +113,9 @@ class _Request:
         self.trees = world.children > 0
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
+        # suffix -> {id of an inventory dict: classes it serves alone};
+        # the world's dicts live as long as the request (its lock held).
+        self._fit_memo = {}
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -317,8 +320,11 @@ class _Request:
                         out.setdefault(rec.root, []).append(rec.id)
             return out
         names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-        memo = {key: self._fitting(g, inv, names)
-                for key, inv in batch.invs.items()}
+        # Kept across batches: a sample looks at a few roots at a time.
+        memo = self._fit_memo.setdefault(g.suffix, {})
+        for key, inv in batch.invs.items():
+            if key not in memo:
+                memo[key] = self._fitting(g, inv, names)
         fits = list(map(memo.__getitem__, batch.inv_keys))
         filtered = bool(g.required or g.forbidden or g.member_of or
                         g.forbidden_aggs)
@@ -670,29 +676,35 @@ def _attempts(req, roots, master, providers, checker, bound, looked,
               limit):
     """sample.py's attempts over ``roots``: a root uniformly (with
     replacement), kept with probability P_r / ``bound``, then an element
-    of its lists' product uniformly; roots looked at on first draw
-    (``looked``: root -> (P_r, lists)). Once every root was looked at,
-    ``bound`` is the largest P_r, and the attempts end if the products
-    hold no more than ``limit`` elements (``fill`` takes them all)."""
+    of its lists' product uniformly. Roots are drawn a batch ahead
+    (``limit`` or 8 at first, then twice more each time) and those not
+    seen yet looked at together (``looked``: root -> (P_r, lists)).
+    Once every root was looked at, ``bound`` is the largest P_r, and the
+    attempts end if the products hold no more than ``limit`` elements
+    (``fill`` takes them all)."""
     groups = checker.groups
     layout = sample.shape(groups)
-    choice = random.choice
+    choices = random.choices
     randrange = random.randrange
+    batch = max(_FIRST_BATCH, limit)
     while True:
-        root = choice(roots)
-        seen = looked.get(root)
-        if seen is None:
-            _look(req, [root], master, providers)
-            lists = sample.lists_of(groups, root)
-            seen = looked[root] = (sample.size(lists), lists)
+        drawn = choices(roots, k=batch)
+        new = sorted(set(drawn).difference(looked))
+        if new:
+            _look(req, new, master, providers)
+            for root in new:
+                lists = sample.lists_of(groups, root)
+                looked[root] = (sample.size(lists), lists)
             if len(looked) == len(roots):
                 sizes = [n for n, _lists in looked.values()]
                 if sum(sizes) <= limit:
                     return
                 bound = max(sizes)
-        n, lists = seen
-        u = randrange(bound)
-        yield (root, sample.decode(layout, lists, u)) if u < n else None
+        for root in drawn:
+            n, lists = looked[root]
+            u = randrange(bound)
+            yield (root, sample.decode(layout, lists, u)) if u < n else None
+        batch *= 2
 
 
 def _sample(req, wide, nested_aware, limit):
