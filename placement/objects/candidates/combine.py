@@ -21,13 +21,12 @@ soon as it is complete, so a caller that wants ``limit`` candidates stops
 after ``limit`` of them: the work is proportional to the output, never to
 the Cartesian product of the groups' provider lists.
 
-Two orders (``combine``'s ``rng``): without one, anchors ascend and each
-group's providers are tried in the order gathered, deterministic and
-upstream's where upstream agrees; with a ``random.Random`` (the
-randomize_allocation_candidates seam), anchors are shuffled and taken
-round-robin and every step's choices are shuffled, so the first ``limit``
-candidates yielded are a random sample of the whole answer, any candidate
-can come first, and the rest is never generated.
+The order is deterministic: anchors as given (ascending by default) and
+each group's providers in the order gathered, upstream's where upstream
+agrees. A random sample (randomize_allocation_candidates) is not the
+first candidates of some random order -- a root's would come together --
+but drawn (sample.py), each drawn combination judged by ``Checker``, the
+same search over one choice per step.
 
 When every group is numbered and isolated and nothing else relates them
 (a wide request), itertools walks the same tree in the same order
@@ -317,11 +316,10 @@ class _Plan:
     after each one is placed, the same_subtree sets it completes."""
 
     def __init__(self, providers, groups, isolate, same_subtrees,
-                 one_provider_per_tree, rng):
+                 one_provider_per_tree):
         self.providers = providers
         self.isolate = isolate
         self.one_per_tree = one_provider_per_tree
-        self.rng = rng
         # Place the unnumbered group first (it has the most freedom and its
         # traits prune early), then the same_subtree groups together so the
         # subtree check fires as early as possible, then the others.
@@ -363,13 +361,6 @@ class _Plan:
         # sets of more than two groups or with the unnumbered group).
         self.ancestors = OnFirstUse(
             lambda rp: frozenset(_ancestors(providers, rp)))
-
-    def order(self, items):
-        """The choices of one step, in a random order when asked for."""
-        if self.rng is not None:
-            items = list(items)
-            self.rng.shuffle(items)
-        return items
 
 
 class _Search:
@@ -455,9 +446,7 @@ class _Search:
         lists = [[rp for rp in g.by_anchor.get(anchor, ())
                   if self._fits_alone(rp, g)] for g in self.groups]
         if all(lst == lists[0] for lst in lists):
-            return itertools.permutations(self.plan.order(lists[0]),
-                                          len(lists))
-        lists = [self.plan.order(lst) for lst in lists]
+            return itertools.permutations(lists[0], len(lists))
         width = len(lists)
         return (picks for picks in itertools.product(*lists)
                 if len(set(picks)) == width)
@@ -532,8 +521,6 @@ class _Search:
             choices = (self.forced[idx],)
         else:
             choices = group.by_anchor.get(anchor, ())
-            if self.plan.rng is not None:
-                choices = self.plan.order(choices)
         for rp in choices:
             if isolate and rp in taken:
                 continue
@@ -617,8 +604,6 @@ class _Search:
             choices = (self.forced[idx][pos],)
         else:
             choices = per_rc.get(rc, ())
-            if self.plan.rng is not None:
-                choices = self.plan.order(choices)
         for rp in choices:
             if forbidden and not forbidden.isdisjoint(providers[rp].traits):
                 continue
@@ -661,7 +646,7 @@ class Checker:
     def __init__(self, providers, groups, isolate=False, same_subtrees=(),
                  one_provider_per_tree=False):
         plan = _Plan(providers, groups, isolate, same_subtrees,
-                     one_provider_per_tree, None)
+                     one_provider_per_tree)
         self.groups = plan.groups
         self._search = _Search(plan)
         # Isolated numbered groups use distinct providers: most drawn
@@ -716,7 +701,7 @@ def _roundrobin(generators):
 
 def combine(providers, groups, isolate=False, same_subtrees=(),
             one_provider_per_tree=False, strategy='depth-first',
-            anchors=None, seen=None, rng=None, shared_ids=None):
+            anchors=None, seen=None, shared_ids=None):
     """Yield Candidates, one per distinct allocation request.
 
     :param providers: {id: Provider} for every provider a group may use.
@@ -729,14 +714,6 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         'breadth-first' (round-robin across anchors).
     :param anchors: the anchor roots to try, in order; default all viable.
     :param seen: a set shared across calls to drop duplicates.
-    :param rng: None for the deterministic order (ascending anchors, each
-        group's providers in the order given); a ``random.Random`` to
-        explore in a random order instead: anchors shuffled and taken
-        round-robin (whatever ``strategy``), each step's choices
-        shuffled. This is the randomize_allocation_candidates seam: the
-        first ``limit`` candidates yielded are then a random sample of the
-        whole answer -- any candidate can come first -- drawn without
-        generating the rest; callers stop after ``limit``.
     :param shared_ids: ids of providers usable under several anchors
         (sharing providers) when the caller combines in several batches;
         default: worked out from ``groups``.
@@ -745,10 +722,6 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         return
     if anchors is None:
         anchors = viable_anchors(groups)
-    if rng is not None:
-        anchors = list(anchors)
-        rng.shuffle(anchors)
-        strategy = 'breadth-first'
     if seen is None:
         seen = set()
 
@@ -766,7 +739,7 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
                     seen_under.setdefault(rp, set()).add(anchor)
         multi = {rp for rp, anc in seen_under.items() if len(anc) > 1}
     plan = _Plan(providers, groups, isolate, same_subtrees,
-                 one_provider_per_tree, rng)
+                 one_provider_per_tree)
     search_groups = plan.groups
 
     if strategy == 'breadth-first':
