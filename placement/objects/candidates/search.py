@@ -684,11 +684,11 @@ def _attempts(req, roots, master, providers, checker, bound, looked,
     (``fill`` takes them all)."""
     groups = checker.groups
     layout = sample.shape(groups)
-    choices = random.choices
     randrange = random.randrange
+    count = len(roots)
     batch = max(_FIRST_BATCH, limit)
     while True:
-        drawn = choices(roots, k=batch)
+        drawn = [roots[randrange(count)] for _ in range(batch)]
         new = sorted(set(drawn).difference(looked))
         if new:
             _look(req, new, master, providers)

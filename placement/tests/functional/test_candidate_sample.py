@@ -195,3 +195,48 @@ def test_every_candidate_as_likely(uneven, engine, monkeypatch, query,
     sd = math.sqrt(draws * p * (1 - p))
     assert all(abs(counts[c] - draws * p) < 5 * sd for c in whole), (
         sorted(counts.values()))
+
+
+# -- every subset, stopping early or not -------------------------------------
+
+@pytest.fixture(scope='module')
+def one_two_three():
+    """Roots with 1, 2 and 3 VCPU children, and one with none: 6
+    candidates, 15 pairs of them."""
+    w = cw.WorldBuilder()
+    for h, kids in enumerate([1, 2, 3, 0]):
+        w.provider('h%d' % h)
+        w.provider('h%d_x' % h, parent='h%d' % h)
+        for c in range(kids):
+            w.provider('h%d_c%d' % (h, c), parent='h%d' % h)
+            w.inventory('h%d_c%d' % (h, c), 'VCPU', 8)
+    with gabbits.app_over_world(w, RANDOMIZED) as app:
+        yield app
+
+
+@pytest.mark.parametrize('budget', [None, 1], ids=['drawn', 'stopped'])
+def test_every_pair_as_likely(one_two_three, engine, monkeypatch, budget):
+    """limit=2: each of the 15 pairs equally likely, and either one
+    first; also when the draw stops after one attempt and the rest comes
+    from enumerating the answer (sample.fill)."""
+    from placement.objects.candidates import sample
+    if budget is not None:
+        monkeypatch.setattr(sample, 'BUDGET_MIN', budget)
+        monkeypatch.setattr(sample, 'BUDGET_PER_ROOT', 0)
+    path = '/allocation_candidates?resources=VCPU:1&limit=2'
+    draws = 450
+    pairs = collections.Counter()
+    firsts = collections.Counter()
+    for _ in range(draws):
+        answer = _answer(one_two_three, path)
+        pairs[frozenset(answer)] += 1
+        firsts[answer[0]] += 1
+    assert len(pairs) == 15 and len(firsts) == 6
+    # chi-square with 14 (5) degrees of freedom: above 50 (30) with odds
+    # under 1e-5 for a uniform draw.
+    expected = draws / 15
+    assert sum((n - expected) ** 2 / expected
+               for n in pairs.values()) < 50, pairs
+    expected = draws / 6
+    assert sum((n - expected) ** 2 / expected
+               for n in firsts.values()) < 30, firsts
