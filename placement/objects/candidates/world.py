@@ -71,47 +71,56 @@ class Rec:
 
 
 class PerTree:
-    """How many providers of each tree have inventory of each class (key
-    None: providers of any kind), and per class the most one tree has:
-    a true bound on the choices a root offers a group, which the random
-    sample needs (search._Sampler, sample.py). Counts, not capacity: a
-    bound that holds whatever the usage."""
+    """Per class, the most providers with inventory of it one tree has
+    (``most``; class None: providers of any kind): a true bound on the
+    choices a root offers a group, which the random sample needs
+    (search._Request.bound, sample.py). Counts, not capacity, so usage
+    changes leave it alone.
 
-    def __init__(self, rps):
-        self.count = collections.Counter(
-            (rec.root, key) for rec in rps.values()
-            for key in (None, *rec.inv))
-        # key -> {providers in one tree: trees with that many}
+    Kept per tree as a summary shared by alike trees (a cloud's trees are
+    alike: little memory), and settled for the trees changed since
+    (``touch``) when next asked."""
+
+    def __init__(self, world):
+        self.world = world
+        self.of_tree = {}       # root -> (size, ((class, providers), ...))
         self.trees = collections.defaultdict(collections.Counter)
-        for (_root, key), n in self.count.items():
-            self.trees[key][n] += 1
+        self.changed = set(world.trees)
+        self._same = {}
 
-    def _move(self, rec, step):
-        count = self.count
-        for key in (None, *rec.inv):
-            at = (rec.root, key)
-            n = count[at]
-            hist = self.trees[key]
-            if n:
-                hist[n] -= 1
-                if not hist[n]:
-                    del hist[n]
-            n += step
-            if n:
-                count[at] = n
-                hist[n] += 1
-            else:
-                del count[at]
+    def touch(self, root):
+        self.changed.add(root)
 
-    def add(self, rec):
-        self._move(rec, 1)
-
-    def drop(self, rec):
-        self._move(rec, -1)
+    def _settle(self):
+        world = self.world
+        rps = world.rps
+        hists = self.trees
+        for root in self.changed:
+            old = self.of_tree.pop(root, None)
+            if old is not None:
+                for key, n in ((None, old[0]),) + old[1]:
+                    hist = hists[key]
+                    hist[n] -= 1
+                    if not hist[n]:
+                        del hist[n]
+            ids = world.trees.get(root)
+            if not ids:
+                continue
+            per_class = collections.Counter()
+            for rid in ids:
+                per_class.update(rps[rid].inv.keys())
+            summary = (len(ids), tuple(sorted(per_class.items())))
+            summary = self.of_tree[root] = self._same.setdefault(summary,
+                                                                 summary)
+            for key, n in ((None, summary[0]),) + summary[1]:
+                hists[key][n] += 1
+        self.changed.clear()
 
     def most(self, key):
         """The most providers with class ``key`` (None: any) in one
         tree; 0 if none has it."""
+        if self.changed:
+            self._settle()
         hist = self.trees.get(key)
         return max(hist) if hist else 0
 
@@ -296,7 +305,7 @@ class World:
         if rec.parent is not None:
             self.children += 1
         if self._per_tree is not None:
-            self._per_tree.add(rec)
+            self._per_tree.touch(rec.root)
         for tid in rec.traits:
             self.by_trait[tid].add(rec.id)
         for aid in rec.aggs:
@@ -316,7 +325,7 @@ class World:
         if rec.parent is not None:
             self.children -= 1
         if self._per_tree is not None:
-            self._per_tree.drop(rec)
+            self._per_tree.touch(rec.root)
         for tid in rec.traits:
             self.by_trait[tid].discard(rp_id)
         for aid in rec.aggs:
@@ -330,9 +339,9 @@ class World:
 
     def per_tree(self):
         """PerTree of this world: counted on first use after a full load,
-        then kept up to date provider by provider."""
+        then for the trees changed since."""
         if self._per_tree is None:
-            self._per_tree = PerTree(self.rps)
+            self._per_tree = PerTree(self)
         return self._per_tree
 
     def tree_providers(self, roots):

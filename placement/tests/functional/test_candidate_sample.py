@@ -240,3 +240,64 @@ def test_every_pair_as_likely(one_two_three, engine, monkeypatch, budget):
     expected = draws / 6
     assert sum((n - expected) ** 2 / expected
                for n in firsts.values()) < 30, firsts
+
+
+# -- the bound follows writes ------------------------------------------------
+
+def _most_by_brute_force(world):
+    """{class id or None: the most providers with it one tree has}."""
+    per_tree = collections.defaultdict(collections.Counter)
+    for rec in world.rps.values():
+        per_tree[rec.root][None] += 1
+        per_tree[rec.root].update(rec.inv.keys())
+    most = collections.Counter()
+    for counts in per_tree.values():
+        for key, n in counts.items():
+            most[key] = max(most[key], n)
+    return most
+
+
+def test_bound_follows_writes():
+    """The most providers per class one tree has (world.PerTree, the
+    sample's bound) stays exact as providers come, move and go through
+    the API, read provider by provider."""
+    from placement.objects.candidates import world as world_mod
+    from placement.tests.functional import test_candidates_world as tcw
+    query = '/allocation_candidates?resources=VCPU:1&limit=2'
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder(), RANDOMIZED
+                                           ) as (app, engine):
+        cloud = tcw._Cloud(app)
+        with engine.connect() as conn:
+            world = world_mod.for_connection(conn)
+
+        def check():
+            tcw._call(app, 'GET', query)
+            per_tree = world.per_tree()
+            expected = _most_by_brute_force(world)
+            assert {key: per_tree.most(key) for key in expected} == expected
+            return expected[None]
+
+        a = cloud.provider('a')
+        b = cloud.provider('b')
+        a1 = cloud.provider('a1', parent=a)
+        cloud.inventory(a1, VCPU=4)
+        b1 = cloud.provider('b1', parent=b)
+        cloud.inventory(b1, VCPU=4, DISK_GB=10)
+        b2 = cloud.provider('b2', parent=b)
+        cloud.inventory(b2, VCPU=4)
+        assert check() == 3
+        loads = world.loads
+        a2 = cloud.provider('a2', parent=a)
+        cloud.inventory(a2, VCPU=4)
+        a3 = cloud.provider('a3', parent=a1)
+        cloud.inventory(a3, VCPU=4, DISK_GB=10)
+        assert check() == 4
+        tcw._call(app, 'PUT', '/resource_providers/' + a1,
+                  {'name': 'a1', 'parent_provider_uuid': b2})
+        assert check() == 5
+        tcw._call(app, 'DELETE', '/resource_providers/%s/inventories' % b1)
+        assert check() == 5
+        tcw._call(app, 'DELETE', '/resource_providers/' + a3)
+        tcw._call(app, 'DELETE', '/resource_providers/' + a2)
+        assert check() == 4
+        assert world.loads == loads
