@@ -224,7 +224,7 @@ def test_every_pair_as_likely(one_two_three, engine, monkeypatch, budget):
         monkeypatch.setattr(sample, 'BUDGET_MIN', budget)
         monkeypatch.setattr(sample, 'BUDGET_PER_ROOT', 0)
     path = '/allocation_candidates?resources=VCPU:1&limit=2'
-    draws = 450
+    draws = 300
     pairs = collections.Counter()
     firsts = collections.Counter()
     for _ in range(draws):
@@ -233,7 +233,7 @@ def test_every_pair_as_likely(one_two_three, engine, monkeypatch, budget):
         firsts[answer[0]] += 1
     assert len(pairs) == 15 and len(firsts) == 6
     # chi-square with 14 (5) degrees of freedom: above 50 (30) with odds
-    # under 1e-5 for a uniform draw.
+    # under 1e-5 for a uniform draw (20 of each pair expected).
     expected = draws / 15
     assert sum((n - expected) ** 2 / expected
                for n in pairs.values()) < 50, pairs
