@@ -452,7 +452,8 @@ class _Request:
         sharing providers: per class of the unnumbered group, the tree's
         providers with inventory of that class; for a numbered group,
         those with inventory of each of its classes (resourceless: any
-        provider). So the most providers with that class one tree has
+        provider) and one trait of each required any-of set. So the most
+        providers with that class (or trait) one tree has
         (world.PerTree), plus the sharing providers able to serve it,
         bounds each list; their product bounds every root's."""
         per_tree = self.world.per_tree()
@@ -462,6 +463,9 @@ class _Request:
             if g.numbered or not g.amounts:
                 own = min((per_tree.most(rc) for rc, _ in g.amounts),
                           default=per_tree.most(None))
+                for any_of in g.required if g.numbered else ():
+                    own = min(own, sum(map(per_tree.most_with_trait,
+                                           any_of)))
                 total *= own + len({row[0] for row in srows})
                 continue
             for rc, _amount in g.amounts:
@@ -677,8 +681,8 @@ def _attempts(req, roots, master, providers, checker, bound, looked,
     """sample.py's attempts over ``roots``: a root uniformly (with
     replacement), kept with probability P_r / ``bound``, then an element
     of its lists' product uniformly. Roots are drawn a batch ahead
-    (``limit`` or 8 at first, then twice more each time) and those not
-    seen yet looked at together (``looked``: root -> (P_r, lists)).
+    (``limit`` or 8 at first, then half as many as drawn so far) and those
+    not seen yet looked at together (``looked``: root -> (P_r, lists)).
     Once every root was looked at, ``bound`` is the largest P_r, and the
     attempts end if the products hold no more than ``limit`` elements
     (``fill`` takes them all)."""
@@ -687,6 +691,7 @@ def _attempts(req, roots, master, providers, checker, bound, looked,
     randrange = random.randrange
     count = len(roots)
     batch = max(_FIRST_BATCH, limit)
+    done = 0
     while True:
         drawn = [roots[randrange(count)] for _ in range(batch)]
         new = sorted(set(drawn).difference(looked))
@@ -704,7 +709,8 @@ def _attempts(req, roots, master, providers, checker, bound, looked,
             n, lists = looked[root]
             u = randrange(bound)
             yield (root, sample.decode(layout, lists, u)) if u < n else None
-        batch *= 2
+        done += batch
+        batch = max(_FIRST_BATCH, done // 2)
 
 
 def _sample(req, wide, nested_aware, limit):

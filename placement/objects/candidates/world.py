@@ -71,19 +71,24 @@ class Rec:
 
 
 class PerTree:
-    """Per class, the most providers with inventory of it one tree has
-    (``most``; class None: providers of any kind): a true bound on the
-    choices a root offers a group, which the random sample needs
-    (search._Request.bound, sample.py). Counts, not capacity, so usage
-    changes leave it alone.
+    """The most providers one tree has with inventory of a class
+    (``most``; class None: providers of any kind), or with a trait
+    (``most_with_trait``): true bounds on the choices a root offers a
+    group, which the random sample needs (search._Request.bound,
+    sample.py). Counts, not capacity, so usage changes leave them alone.
 
     Kept per tree as a summary shared by alike trees (a cloud's trees are
     alike: little memory), and settled for the trees changed since
     (``touch``) when next asked."""
 
+    _ANY = (0, None)
+
     def __init__(self, world):
         self.world = world
-        self.of_tree = {}       # root -> (size, ((class, providers), ...))
+        # root -> ((key, providers), ...): key (0, None) for the tree's
+        # size, (1, class id), (2, trait id)
+        self.of_tree = {}
+        # key -> {providers in one tree: trees with that many}
         self.trees = collections.defaultdict(collections.Counter)
         self.changed = set(world.trees)
         self._same = {}
@@ -96,33 +101,40 @@ class PerTree:
         rps = world.rps
         hists = self.trees
         for root in self.changed:
-            old = self.of_tree.pop(root, None)
-            if old is not None:
-                for key, n in ((None, old[0]),) + old[1]:
-                    hist = hists[key]
-                    hist[n] -= 1
-                    if not hist[n]:
-                        del hist[n]
+            for key, n in self.of_tree.pop(root, ()):
+                hist = hists[key]
+                hist[n] -= 1
+                if not hist[n]:
+                    del hist[n]
             ids = world.trees.get(root)
             if not ids:
                 continue
-            per_class = collections.Counter()
+            counts = collections.Counter()
+            counts[self._ANY] = len(ids)
             for rid in ids:
-                per_class.update(rps[rid].inv.keys())
-            summary = (len(ids), tuple(sorted(per_class.items())))
+                rec = rps[rid]
+                counts.update((1, rc) for rc in rec.inv)
+                counts.update((2, tid) for tid in rec.traits)
+            summary = tuple(sorted(counts.items()))
             summary = self.of_tree[root] = self._same.setdefault(summary,
                                                                  summary)
-            for key, n in ((None, summary[0]),) + summary[1]:
+            for key, n in summary:
                 hists[key][n] += 1
         self.changed.clear()
 
-    def most(self, key):
-        """The most providers with class ``key`` (None: any) in one
-        tree; 0 if none has it."""
+    def _most(self, key):
         if self.changed:
             self._settle()
         hist = self.trees.get(key)
         return max(hist) if hist else 0
+
+    def most(self, rc):
+        """The most providers with class ``rc`` (None: any) in one tree;
+        0 if none has it."""
+        return self._most(self._ANY if rc is None else (1, rc))
+
+    def most_with_trait(self, trait_id):
+        return self._most((2, trait_id))
 
 
 class World:

@@ -137,9 +137,10 @@ def test_few_fitting_roots_spread_as_a_uniform_sample(few_fit, engine,
 # -- uneven roots ------------------------------------------------------------
 
 def _uneven():
-    """10 hosts with 10 VCPU children, 40 with one; and 10 more hosts
-    with VCPU on the root, half of them with their own disk, all in an
-    aggregate with a sharing disk provider."""
+    """10 hosts with 10 VCPU children, 40 with one (the first host's first
+    6 children and every other host's first one with CUSTOM_A); and 10
+    more hosts with VCPU on the root, half of them with their own disk,
+    all in an aggregate with a sharing disk provider."""
     w = cw.WorldBuilder()
     for h in range(50):
         host = 'n%d' % h
@@ -147,6 +148,8 @@ def _uneven():
         for c in range(10 if h < 10 else 1):
             w.provider('%s_c%d' % (host, c), parent=host)
             w.inventory('%s_c%d' % (host, c), 'VCPU', 8)
+            if c < (6 if h == 0 else 1):
+                w.trait('%s_c%d' % (host, c), 'CUSTOM_A')
     w.provider('disks')
     w.inventory('disks', 'DISK_GB', 1000)
     w.trait('disks', cw.SHARES)
@@ -170,12 +173,14 @@ def uneven():
 @pytest.mark.parametrize('query,total,limit', [
     # 10 x 10 + 40 x 1 candidates
     ('resources=VCPU:1', 140, 14),
+    # a numbered group's trait: 6 candidates in one tree, 1 in the others
+    ('resources1=VCPU:1&required1=CUSTOM_A', 55, 8),
     # 5 hosts with a disk of their own or the shared one, 5 with the
     # shared one only
     ('resources=MEMORY_MB:1,DISK_GB:1', 15, 4),
     # the shared disk alone serves it (once, whichever host shares it)
     ('resources=DISK_GB:1', 6, 2),
-], ids=['one-or-ten', 'sharing', 'sharing-alone'])
+], ids=['one-or-ten', 'trait', 'sharing', 'sharing-alone'])
 def test_every_candidate_as_likely(uneven, engine, monkeypatch, query,
                                    total, limit):
     path = '/allocation_candidates?%s&limit=%d' % (query, limit)
@@ -245,11 +250,13 @@ def test_every_pair_as_likely(one_two_three, engine, monkeypatch, budget):
 # -- the bound follows writes ------------------------------------------------
 
 def _most_by_brute_force(world):
-    """{class id or None: the most providers with it one tree has}."""
+    """{class id, None or ('trait', id): the most providers with it one
+    tree has}."""
     per_tree = collections.defaultdict(collections.Counter)
     for rec in world.rps.values():
         per_tree[rec.root][None] += 1
         per_tree[rec.root].update(rec.inv.keys())
+        per_tree[rec.root].update(('trait', t) for t in rec.traits)
     most = collections.Counter()
     for counts in per_tree.values():
         for key, n in counts.items():
@@ -274,7 +281,9 @@ def test_bound_follows_writes():
             tcw._call(app, 'GET', query)
             per_tree = world.per_tree()
             expected = _most_by_brute_force(world)
-            assert {key: per_tree.most(key) for key in expected} == expected
+            assert {key: per_tree.most_with_trait(key[1])
+                    if isinstance(key, tuple) else per_tree.most(key)
+                    for key in expected} == expected
             return expected[None]
 
         a = cloud.provider('a')
@@ -285,12 +294,15 @@ def test_bound_follows_writes():
         cloud.inventory(b1, VCPU=4, DISK_GB=10)
         b2 = cloud.provider('b2', parent=b)
         cloud.inventory(b2, VCPU=4)
+        cloud.traits(b2, 'CUSTOM_NUMA')
         assert check() == 3
         loads = world.loads
         a2 = cloud.provider('a2', parent=a)
         cloud.inventory(a2, VCPU=4)
         a3 = cloud.provider('a3', parent=a1)
         cloud.inventory(a3, VCPU=4, DISK_GB=10)
+        cloud.traits(a3, 'CUSTOM_NUMA')
+        cloud.traits(a1, 'CUSTOM_NUMA')
         assert check() == 4
         tcw._call(app, 'PUT', '/resource_providers/' + a1,
                   {'name': 'a1', 'parent_provider_uuid': b2})
