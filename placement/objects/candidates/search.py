@@ -673,7 +673,8 @@ def _look(req, roots, master, providers):
                 for lst in lists:
                     used_sharing.update(rp for rp in lst
                                         if rp in req.sharing)
-    providers.update(req.providers(viable, used_sharing - set(providers)))
+    providers.update(req.providers(
+        viable, [rp for rp in used_sharing if rp not in providers]))
 
 
 def _attempts(req, roots, master, providers, checker, bound, looked,
