@@ -186,7 +186,9 @@ def test_every_candidate_as_likely(uneven, engine, monkeypatch, query,
     path = '/allocation_candidates?%s&limit=%d' % (query, limit)
     whole = _whole(uneven, path.split('&limit')[0], monkeypatch)
     assert len(whole) == total
-    draws = 200
+    # Fewer of the SQL engine's slower answers: the bounds are sized by
+    # the number drawn.
+    draws = 200 if engine == 'world' else 120
     counts = collections.Counter()
     for _ in range(draws):
         answer = _answer(uneven, path)
@@ -229,7 +231,7 @@ def test_every_pair_as_likely(one_two_three, engine, monkeypatch, budget):
         monkeypatch.setattr(sample, 'BUDGET_MIN', budget)
         monkeypatch.setattr(sample, 'BUDGET_PER_ROOT', 0)
     path = '/allocation_candidates?resources=VCPU:1&limit=2'
-    draws = 300
+    draws = 300 if engine == 'world' else 150
     pairs = collections.Counter()
     firsts = collections.Counter()
     for _ in range(draws):
@@ -238,7 +240,7 @@ def test_every_pair_as_likely(one_two_three, engine, monkeypatch, budget):
         firsts[answer[0]] += 1
     assert len(pairs) == 15 and len(firsts) == 6
     # chi-square with 14 (5) degrees of freedom: above 50 (30) with odds
-    # under 1e-5 for a uniform draw (20 of each pair expected).
+    # under 1e-5 for a uniform draw (10 or 20 of each pair expected).
     expected = draws / 15
     assert sum((n - expected) ** 2 / expected
                for n in pairs.values()) < 50, pairs
