@@ -22,13 +22,12 @@ soon as it is complete, so a caller that wants ``limit`` candidates stops
 after ``limit`` of them: the work is proportional to the output, never to
 the Cartesian product of the groups' provider lists.
 
-Two orders (``combine``'s ``rng``): without one, anchors ascend and each
-group's providers are tried in the order gathered, deterministic and
-upstream's where upstream agrees; with a ``random.Random`` (the
-randomize_allocation_candidates seam), anchors are shuffled and taken
-round-robin and every step's choices are shuffled, so the first ``limit``
-candidates yielded are a random sample of the whole answer, any candidate
-can come first, and the rest is never generated.
+The order is deterministic: anchors as given (ascending by default) and
+each group's providers in the order gathered, upstream's where upstream
+agrees. A random sample (randomize_allocation_candidates) is not the
+first candidates of some random order -- a root's would come together --
+but drawn (sample.py), each drawn combination judged by ``Checker``, the
+same search over one choice per step.
 
 Identical candidates reached from two anchors (a request served wholly
 by a sharing provider) are yielded once, as upstream's set does. Where
@@ -288,11 +287,10 @@ class _Plan:
     after each one is placed, the same_subtree sets it completes."""
 
     def __init__(self, providers, groups, isolate, same_subtrees,
-                 one_provider_per_tree, rng):
+                 one_provider_per_tree):
         self.providers = providers
         self.isolate = isolate
         self.one_per_tree = one_provider_per_tree
-        self.rng = rng
         # Place the unnumbered group first (it has the most freedom and its
         # traits prune early), then the same_subtree groups together so the
         # subtree check fires as early as possible, then the others.
@@ -333,13 +331,6 @@ class _Plan:
         # sets of more than two groups or with the unnumbered group).
         self.ancestors = ancestors_of(providers)
 
-    def order(self, items):
-        """The choices of one step, in a random order when asked for."""
-        if self.rng is not None:
-            items = list(items)
-            self.rng.shuffle(items)
-        return items
-
 
 class _Search:
     """The depth-first search over one anchor (or one after another: a
@@ -361,6 +352,9 @@ class _Search:
         self.root_owner = {}      # root -> rp (old microversions only)
         self.root_count = {}
         self.one_per_tree = plan.one_per_tree
+        # The picks to try, one per group position, instead of the
+        # anchor's lists (Checker).
+        self.forced = None
 
     # -- capacity bookkeeping ------------------------------------------
     def _fits(self, rp, resources):
@@ -406,7 +400,7 @@ class _Search:
     # -- the search ----------------------------------------------------
     def run(self, anchor):
         """Yield the picks (a tuple per candidate) under ``anchor``."""
-        if self.plan.injective:
+        if self.plan.injective and self.forced is None:
             return self.injective(anchor)
         return iter(self._place(0, anchor))
 
@@ -423,9 +417,7 @@ class _Search:
                   if rules.fits_alone(providers[rp].inventory, g.resources)]
                  for g in self.groups]
         if all(lst == lists[0] for lst in lists):
-            return itertools.permutations(self.plan.order(lists[0]),
-                                          len(lists))
-        lists = [self.plan.order(lst) for lst in lists]
+            return itertools.permutations(lists[0], len(lists))
         width = len(lists)
         return (picks for picks in itertools.product(*lists)
                 if len(set(picks)) == width)
@@ -487,9 +479,10 @@ class _Search:
             subtree_check = False
         last = self.last
         one_per_tree = self.one_per_tree
-        choices = group.by_anchor.get(anchor, ())
-        if self.plan.rng is not None:
-            choices = self.plan.order(choices)
+        if self.forced is not None:
+            choices = (self.forced[idx],)
+        else:
+            choices = group.by_anchor.get(anchor, ())
         for rp in choices:
             if isolate and rp in taken:
                 continue
@@ -569,9 +562,10 @@ class _Search:
         forbidden = group.forbidden
         providers = self.providers
         held = self.held
-        choices = per_rc.get(rc, ())
-        if self.plan.rng is not None:
-            choices = self.plan.order(choices)
+        if self.forced is not None:
+            choices = (self.forced[idx][pos],)
+        else:
+            choices = per_rc.get(rc, ())
         for rp in choices:
             if forbidden and not forbidden.isdisjoint(providers[rp].traits):
                 continue
@@ -601,6 +595,47 @@ class _Search:
                 self._release_tree(rp)
 
 
+class Checker:
+    """Whether given picks are a candidate under an anchor: the search's
+    own rules (capacity summed over groups, isolate, unnumbered traits,
+    same_subtree, one provider per tree) applied to one choice per step.
+    The random sample (sample.py) draws picks and asks this.
+
+    ``groups`` is the search order (_Plan's, a function of the request
+    alone): picks are given in it, and candidates made of them
+    (``candidate``) are alike position by position with combine's."""
+
+    def __init__(self, providers, groups, isolate=False, same_subtrees=(),
+                 one_provider_per_tree=False):
+        plan = _Plan(providers, groups, isolate, same_subtrees,
+                     one_provider_per_tree)
+        self.groups = plan.groups
+        self._search = _Search(plan)
+        # Isolated numbered groups use distinct providers: most drawn
+        # picks of a wide request fail that, told before any search.
+        self._distinct = (operator.itemgetter(*[
+            pos for pos, g in enumerate(plan.groups) if g.same_provider])
+            if isolate and sum(g.same_provider for g in plan.groups) > 1
+            else None)
+
+    def ok(self, anchor, picks):
+        """``picks`` (per group in ``groups`` order: a provider id, or a
+        tuple of them per class for the unnumbered group) are a candidate
+        under ``anchor``, each drawn from that anchor's lists."""
+        if self._distinct is not None:
+            numbered = self._distinct(picks)
+            if len(set(numbered)) < len(numbered):
+                return False
+        search = self._search
+        search.forced = picks
+        # Run to the end (at most one result): the search gives back what
+        # it took only when it finishes.
+        return sum(1 for _ in search.run(anchor)) > 0
+
+    def candidate(self, picks):
+        return Candidate(self.groups, picks)
+
+
 def viable_anchors(groups):
     """Anchors that every group can use, in ascending id order."""
     anchors = None
@@ -628,7 +663,7 @@ def _roundrobin(generators):
 
 def combine(providers, groups, isolate=False, same_subtrees=(),
             one_provider_per_tree=False, strategy='depth-first',
-            anchors=None, seen=None, rng=None, shared_ids=None):
+            anchors=None, seen=None, shared_ids=None):
     """Yield Candidates, one per distinct allocation request.
 
     :param providers: {id: Provider} for every provider a group may use.
@@ -641,10 +676,6 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         'breadth-first' (round-robin across anchors).
     :param anchors: the anchor roots to try, in order; default all viable.
     :param seen: a set shared across calls to drop duplicates.
-    :param rng: None for the deterministic order; a ``random.Random``
-        for a random one (see "Two orders" above): anchors shuffled and
-        taken round-robin (whatever ``strategy``), each step's choices
-        shuffled.
     :param shared_ids: ids of providers usable under several anchors
         (sharing providers) when the caller combines in several batches;
         default: worked out from ``groups``.
@@ -653,10 +684,6 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         return
     if anchors is None:
         anchors = viable_anchors(groups)
-    if rng is not None:
-        anchors = list(anchors)
-        rng.shuffle(anchors)
-        strategy = 'breadth-first'
     if seen is None:
         seen = set()
 
@@ -674,7 +701,7 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
                     seen_under.setdefault(rp, set()).add(anchor)
         multi = {rp for rp, anc in seen_under.items() if len(anc) > 1}
     plan = _Plan(providers, groups, isolate, same_subtrees,
-                 one_provider_per_tree, rng)
+                 one_provider_per_tree)
     search_groups = plan.groups
 
     if strategy == 'breadth-first':

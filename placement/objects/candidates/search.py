@@ -5,10 +5,10 @@ The general algorithm, in one place:
 1. resolve names to ids (``_Request``, through names.py); names that do
    not exist answer as upstream does (400, or an empty answer when an
    earlier group has no candidates anyway);
-2. walk the trees' roots -- by id, or in random order (``_walk``) -- a
-   batch at a time; per batch and per request group collect, per anchor
-   root, the providers able to serve the group on their own (capacity,
-   min_unit, max_unit, step_size, traits, aggregates, in_tree,
+2. walk the trees' roots by id (``_walk``) a batch at a time (or draw
+   them at random, ``_sample``); per batch and per request group collect,
+   per anchor root, the providers able to serve the group on their own
+   (capacity, min_unit, max_unit, step_size, traits, aggregates, in_tree,
    root_required: the functions of rules.py), plus the sharing providers
    anchored to the root by an aggregate (``_Request.groups_for``);
 3. hand those to the pure combiner (``combine.py``), which yields the
@@ -24,12 +24,17 @@ candidate is one provider holding the whole request. Its answer is the
 general path's (``test_candidates_search.py`` checks they agree).
 
 How it stays flat in the number of providers under a limit: the walk
-stops as soon as ``limit`` candidates are found, and with randomize on it
-draws roots one at a time from a lazily built random permutation
-(``_random_order``), so the work is proportional to the roots it has to
-look at, not to the world. Each fitting root is equally likely to come
-at any place of the order: a fair sample of roots (within a root with
-several candidates, the combiner's order is shuffled too).
+stops as soon as ``limit`` candidates are found. With randomize on, a
+``limit`` is a uniform random sample of the whole answer, as upstream's
+random.sample of every candidate: ``_sample`` draws it root by root
+(sample.py has the method and why it is exact), looking at a root when it
+is first drawn, so the work grows with the roots drawn, not with the
+world, as long as most roots fit. The bound it needs, the most choices a
+root can offer, comes from the world's counts of providers per class and
+tree (world.PerTree) and the sharing providers (``_Request.bound``). On
+the fast path every root is one candidate or none, and the first
+``limit`` fitting roots of a lazily shuffled order (``_random_order``)
+are already such a sample.
 """
 import bisect
 import itertools
@@ -44,6 +49,7 @@ from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
+from placement.objects.candidates import sample
 from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -54,6 +60,8 @@ _FIRST_BATCH = 8
 # SQL engine's, so that its round-robin order is the same.
 _ROOTS_PER_CANDIDATE = 16
 _MIN_WINDOW = 64
+# Roots looked at per batch when a sample enumerates after all.
+_LOOK_CHUNK = 4096
 
 
 Empty = names.Empty
@@ -87,6 +95,9 @@ class _Request:
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
         self.debug = names.LOG.isEnabledFor(logging.DEBUG)
+        # suffix -> {id of an inventory dict: classes it serves alone};
+        # the world's dicts live as long as the request (its lock held).
+        self._fit_memo = {}
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -238,8 +249,11 @@ class _Request:
                         out.setdefault(rec.root, []).append(rec.id)
             return out
         names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-        memo = {key: self._fitting(g, inv, names)
-                for key, inv in batch.invs.items()}
+        # Kept across batches: a sample looks at a few roots at a time.
+        memo = self._fit_memo.setdefault(g.suffix, {})
+        for key, inv in batch.invs.items():
+            if key not in memo:
+                memo[key] = self._fitting(g, inv, names)
         fits = list(map(memo.__getitem__, batch.inv_keys))
         filtered = bool(g.required or g.forbidden or g.member_of or
                         g.forbidden_aggs)
@@ -306,6 +320,69 @@ class _Request:
         roots = set(roots)
         roots.update(self.rps[rid].root for rid in rp_ids)
         return self.world.tree_providers(sorted(roots))
+
+    # -- what the random sample needs (sample.py) ---------------------------
+
+    def sample_roots(self):
+        """The roots a sample draws from: every root, or the roots with
+        the root_required traits when those are fewer."""
+        roots = self.world.roots
+        if not self.root_required:
+            return roots
+        having = min((self.world.by_trait.get(t, ())
+                      for t in self.root_required), key=len)
+        if len(having) >= len(roots):
+            return roots
+        rps = self.rps
+        return sorted(r for r in having
+                      if rps[r].root == r and self.root_ok(r))
+
+    def bound(self):
+        """At least the product of the lengths of any root's lists (C in
+        sample.py). A list holds providers of the root's tree, plus
+        sharing providers: per class of the unnumbered group, the tree's
+        providers with inventory of that class; for a numbered group,
+        those with inventory of each of its classes (resourceless: any
+        provider) and one trait of each required any-of set. So the most
+        providers with that class (or trait) one tree has
+        (world.PerTree), plus the sharing providers able to serve it,
+        bounds each list; their product bounds every root's."""
+        per_tree = self.world.per_tree()
+        total = 1
+        for g in self.groups:
+            srows = self._sharing_rows_for(g) if self.sharing else ()
+            if g.numbered or not g.amounts:
+                own = min((per_tree.most(rc) for rc, _ in g.amounts),
+                          default=per_tree.most(None))
+                for any_of in g.required if g.numbered else ():
+                    own = min(own, sum(map(per_tree.most_with_trait,
+                                           any_of)))
+                total *= own + len({row[0] for row in srows})
+                continue
+            for rc, _amount in g.amounts:
+                total *= per_tree.most(rc) + len(
+                    {rp for rp, _root, rc_ in srows if rc_ == rc})
+        return total
+
+    def sharing_alone(self):
+        """Whether a candidate may be made of sharing providers alone
+        (and so come from several anchors): each group, each class of
+        the unnumbered one, has a sharing provider able to serve it."""
+        if not self.sharing:
+            return False
+        for g in self.groups:
+            srows = self._sharing_rows_for(g)
+            if g.numbered:
+                served = {}
+                for rp, _root, rc in srows:
+                    served.setdefault(rp, set()).add(rc)
+                need = {rc for rc, _ in g.amounts}
+                if not any(have >= need for have in served.values()):
+                    return False
+            elif not {rc for rc, _ in g.amounts} <= {
+                    rc for _rp, _root, rc in srows}:
+                return False
+        return True
 
     # -- the fast path ------------------------------------------------------
 
@@ -396,7 +473,7 @@ def _batches(roots, first):
         size *= 4
 
 
-def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
+def _walk(req, batches, cap, wide, nested_aware, strategy):
     """Candidates from the trees under ``batches`` (an iterator of lists
     of roots), anchor by anchor in each batch's order (breadth-first:
     round-robin across one batch's anchors), up to ``cap``; and the
@@ -430,7 +507,7 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
             same_subtrees=wide.same_subtrees,
             one_provider_per_tree=not nested_aware and has_trees,
             strategy=strategy, anchors=anchors, seen=seen,
-            rng=rng, shared_ids=req.sharing)
+            shared_ids=req.sharing)
         if cap is None:
             found.extend(gen)
             continue
@@ -460,6 +537,99 @@ def _windows(req, cap):
         step *= 4
 
 
+def _look(req, roots, master, providers):
+    """Add to ``master`` (combine.Group per group, lists by anchor) the
+    lists of the anchors among ``roots`` that every group can use, and
+    their trees (with the trees of the sharing providers listed) to
+    ``providers``."""
+    cgroups = req.groups_for(roots)
+    if cgroups is None:
+        return
+    viable = combine.viable_anchors(cgroups)
+    if not viable:
+        return
+    used_sharing = set()
+    for whole, cg in zip(master, cgroups):
+        for anchor in viable:
+            per = whole.by_anchor[anchor] = cg.by_anchor[anchor]
+            if req.sharing:
+                lists = [per] if cg.same_provider else per.values()
+                for lst in lists:
+                    used_sharing.update(rp for rp in lst
+                                        if rp in req.sharing)
+    providers.update(req.providers(
+        viable, [rp for rp in used_sharing if rp not in providers]))
+
+
+def _attempts(req, roots, master, providers, checker, bound, looked,
+              limit):
+    """sample.py's attempts over ``roots``: a root uniformly (with
+    replacement), kept with probability P_r / ``bound``, then an element
+    of its lists' product uniformly. Roots are drawn a batch ahead
+    (``limit`` or 8 at first, then half as many as drawn so far) and those
+    not seen yet looked at together (``looked``: root -> (P_r, lists)).
+    Once every root was looked at, ``bound`` is the largest P_r, and the
+    attempts end if the products hold no more than ``limit`` elements
+    (``fill`` takes them all)."""
+    groups = checker.groups
+    layout = sample.shape(groups)
+    randrange = random.randrange
+    count = len(roots)
+    batch = max(_FIRST_BATCH, limit)
+    done = 0
+    while True:
+        drawn = [roots[randrange(count)] for _ in range(batch)]
+        new = sorted(set(drawn).difference(looked))
+        if new:
+            _look(req, new, master, providers)
+            for root in new:
+                lists = sample.lists_of(groups, root)
+                looked[root] = (sample.size(lists), lists)
+            if len(looked) == len(roots):
+                sizes = [n for n, _lists in looked.values()]
+                if sum(sizes) <= limit:
+                    return
+                bound = max(sizes)
+        for root in drawn:
+            n, lists = looked[root]
+            u = randrange(bound)
+            yield (root, sample.decode(layout, lists, u)) if u < n else None
+        done += batch
+        batch = max(_FIRST_BATCH, done // 2)
+
+
+def _sample(req, wide, nested_aware, limit):
+    """``limit`` candidates, a uniform random sample of the whole answer
+    (sample.py), with the providers of the trees looked at."""
+    master = [g.combine_group({}) for g in req.groups]
+    providers = {}
+    options = dict(isolate=wide.group_policy == 'isolate',
+                   same_subtrees=wide.same_subtrees,
+                   one_provider_per_tree=not nested_aware and req.trees)
+    checker = combine.Checker(providers, master, **options)
+    roots = req.sample_roots()
+    bound = req.bound() if roots else 0
+    if not bound:
+        # Some class no provider has.
+        return [], {}
+    looked = {}
+    kept = {}
+    if len(roots) * bound > limit and not req.sharing_alone():
+        kept = sample.draw(
+            limit, _attempts(req, roots, master, providers, checker,
+                             bound, looked, limit),
+            checker, sample.budget(len(roots)))
+    everything = ()
+    if len(kept) < limit:
+        rest = [r for r in roots if r not in looked]
+        for i in range(0, len(rest), _LOOK_CHUNK):
+            _look(req, rest[i:i + _LOOK_CHUNK], master, providers)
+        everything = combine.combine(
+            providers, master, anchors=combine.viable_anchors(master),
+            shared_ids=req.sharing, **options)
+    return sample.fill(kept, limit, everything), providers
+
+
 def find(ctx, conn, world, groups, wide, nested_aware=True,
          max_candidates=-1, strategy='depth-first', randomize=False):
     """(candidates, providers, has_trees) as engine.find answers, from
@@ -471,31 +641,37 @@ def find(ctx, conn, world, groups, wide, nested_aware=True,
     has_trees = req.trees
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
-    sample = randomize and wide.limit is not None
-    if wide.limit is not None and (not randomize or sample):
-        cap = wide.limit if cap is None else min(cap, wide.limit)
-    roots = world.roots
-    if sample:
-        # A random sample of the fitting roots, looked at one by one.
-        order = _random_order(roots)
-        rng = random
-    else:
-        order = iter(roots)
-        rng = None
+    limit = wide.limit
     g = req.flat_group()
+    if randomize and limit is not None and cap is None:
+        if g is None:
+            found, providers = _sample(req, wide, nested_aware, limit)
+            return found, providers, has_trees
+        # A flat world's root is one candidate or none: the first
+        # ``limit`` that fit in a uniformly random order of the roots are
+        # a uniform sample of the answer.
+        found, providers = _flat(req, g, _random_order(world.roots), limit)
+        random.shuffle(found)
+        return found, providers, has_trees
+    if limit is not None and not randomize:
+        cap = limit if cap is None else min(cap, limit)
+    roots = world.roots
     if g is not None:
-        found, providers = _flat(req, g, order, cap)
+        found, providers = _flat(req, g, iter(roots), cap)
     else:
-        if sample:
-            batches = _batches(order, _first(cap))
-        elif strategy == 'breadth-first':
+        if strategy == 'breadth-first':
             # The SQL engine's windows, for the same round-robin.
             batches = (_windows(req, cap) if cap is not None
                        else iter([list(roots)]))
         else:
-            batches = _batches(order, _first(cap))
+            batches = _batches(iter(roots), _first(cap))
         found, providers = _walk(req, batches, cap, wide, nested_aware,
-                                 strategy, rng)
+                                 strategy)
     if randomize:
-        random.shuffle(found)
+        # As upstream: a sample of what max_allocation_candidates let be
+        # generated, or all of it shuffled.
+        if limit is not None and len(found) > limit:
+            found = random.sample(found, limit)
+        else:
+            random.shuffle(found)
     return found, providers, has_trees

@@ -19,10 +19,11 @@ The algorithm:
    group's rules; sharing providers (trait MISC_SHARES_VIA_AGGREGATE) are
    looked up once, with the roots of every tree they share an aggregate
    with ("anchors");
-2. the anchors every group can use are combined, ascending (or shuffled
-   under randomize with a limit), after reading their whole trees
-   (providers, inventories with usage, traits);
-3. the walk stops at the limit.
+2. the anchors every group can use are combined, ascending, after
+   reading their whole trees (providers, inventories with usage, traits);
+3. the walk stops at the limit. Under randomize with a limit, candidates
+   are drawn instead, a uniform random sample of the whole answer
+   (sample.py), reading the trees of the anchors drawn only.
 
 Two seams make it cheaper without changing the answer, each with a test
 that it answers as without it (test_candidate_gather.py):
@@ -31,8 +32,10 @@ that it answers as without it (test_candidate_gather.py):
   anchors, so a limit is met without reading every tree;
 * ``_dense``: many close roots are read by id range rather than by list.
 """
+import bisect
 import collections
 import functools
+import itertools
 import random
 
 from oslo_log import log as logging
@@ -47,6 +50,7 @@ from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
+from placement.objects.candidates import sample
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -72,30 +76,28 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     from the database.
 
     Without randomization generation stops at ``limit`` (or
-    ``max_candidates``). With randomization and a limit, the search
-    explores every root in a random order and stops at ``limit``, a random
-    sample of the whole answer (upstream samples ``limit`` of up to
-    ``max_candidates`` generated). Randomized without a limit, up to
+    ``max_candidates``). With randomization and a limit, ``limit``
+    candidates are drawn, a uniform random sample of the whole answer
+    (sample.py), as upstream's random.sample of every candidate; with
+    ``max_candidates`` too, as upstream, a sample of the first
+    ``max_candidates`` generated. Randomized without a limit, up to
     ``max_candidates`` are shuffled.
     """
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
-    if wide.limit is not None:
+    if randomize and wide.limit is not None and cap is None:
+        return _sample(ctx, groups, wide, wide.limit, nested_aware)
+    if wide.limit is not None and not randomize:
         cap = wide.limit if cap is None else min(cap, wide.limit)
-    # Randomized and limited, the search explores in a random order
-    # (combine's rng) and stops at the limit: a random sample of the
-    # whole answer, drawn without generating the rest.
-    rng = random if randomize and wide.limit is not None else None
     found, providers, has_trees = _search(ctx, groups, wide, cap,
-                                          nested_aware, strategy, rng)
+                                          nested_aware, strategy)
     return _randomized(found, wide, randomize), providers, has_trees
 
 
 @db_api.reader_connection
-def _search(ctx, groups, wide, cap, nested_aware, strategy, rng):
+def _search(ctx, groups, wide, cap, nested_aware, strategy):
     """Gather every group's rows, then combine anchor batch after anchor
-    batch, stopping at ``cap`` candidates; with ``rng``, over the anchors
-    in a random order."""
+    batch, stopping at ``cap`` candidates."""
     try:
         gatherer = Request(ctx, groups, wide)
     except Empty:
@@ -104,14 +106,7 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy, rng):
     if not cgroups:
         return [], {}, gatherer.trees
     anchors = combine.viable_anchors(cgroups)
-    if rng is not None:
-        rng.shuffle(anchors)
-    # The sharing providers some group may use; their trees are read with
-    # the first batch.
-    sharing = gatherer.sharing & {
-        rp for cg in cgroups for per in cg.by_anchor.values()
-        for rp in (per if cg.same_provider else
-                   (rp for lst in per.values() for rp in lst))}
+    sharing = _sharing_listed(gatherer, cgroups)
     batch = len(anchors)
     if cap is not None and strategy != 'breadth-first':
         batch = max(_MIN_BATCH, 2 * cap)
@@ -127,20 +122,108 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy, rng):
                 same_subtrees=wide.same_subtrees,
                 one_provider_per_tree=not nested_aware and gatherer.trees,
                 strategy=strategy, anchors=now, seen=seen,
-                shared_ids=gatherer.sharing, rng=rng):
+                shared_ids=gatherer.sharing):
             found.append(cand)
             if cap is not None and len(found) >= cap:
                 break
     return found, providers, gatherer.trees
 
 
+def _sharing_listed(gatherer, cgroups):
+    """The sharing providers some group may use; their trees are read
+    with the first batch."""
+    return gatherer.sharing & {
+        rp for cg in cgroups for per in cg.by_anchor.values()
+        for rp in (per if cg.same_provider else
+                   (rp for lst in per.values() for rp in lst))}
+
+
 def _randomized(found, wide, randomize):
+    """As upstream: a sample of what max_allocation_candidates let be
+    generated, or all of it shuffled."""
     if not randomize:
         return found
     if wide.limit is not None and len(found) > wide.limit:
         return random.sample(found, wide.limit)
     random.shuffle(found)
     return found
+
+
+@db_api.reader_connection
+def _sample(ctx, groups, wide, limit, nested_aware):
+    """``limit`` candidates, a uniform random sample of the whole answer
+    (sample.py): every anchor's lists are known from the rows, so an
+    anchor is drawn in proportion to its lists' product, and trees are
+    read for the anchors drawn, a batch at a time."""
+    try:
+        gatherer = Request(ctx, groups, wide)
+    except Empty:
+        return [], {}, False
+    cgroups = gatherer.combine_groups()
+    if not cgroups:
+        return [], {}, gatherer.trees
+    providers = {}
+    options = dict(isolate=wide.group_policy == 'isolate',
+                   same_subtrees=wide.same_subtrees,
+                   one_provider_per_tree=not nested_aware and gatherer.trees)
+    checker = combine.Checker(providers, cgroups, **options)
+    anchors = combine.viable_anchors(cgroups)
+    lists = [sample.lists_of(checker.groups, a) for a in anchors]
+    sizes = [sample.size(lsts) for lsts in lists]
+    sharing = _sharing_listed(gatherer, cgroups)
+    read = set()
+    kept = {}
+    if sum(sizes) > limit and not _sharing_alone(lists, sharing):
+        kept = sample.draw(
+            limit, _attempts(gatherer, anchors, lists, sizes, checker,
+                             providers, sharing, read, limit),
+            checker, sample.budget(len(anchors)))
+    everything = ()
+    if len(kept) < limit:
+        providers.update(gatherer.providers(
+            [a for a in anchors if a not in read],
+            sharing - set(providers)))
+        everything = combine.combine(
+            providers, cgroups, anchors=anchors,
+            shared_ids=gatherer.sharing, **options)
+    return sample.fill(kept, limit, everything), providers, gatherer.trees
+
+
+def _sharing_alone(lists, sharing):
+    """Whether a candidate may be made of sharing providers alone (and
+    so come from several anchors): every position has one in some
+    anchor's list."""
+    if not sharing or not lists:
+        return False
+    width = len(next(lsts for lsts in lists if lsts is not None))
+    return all(any(lsts is not None and not sharing.isdisjoint(lsts[pos])
+                   for lsts in lists)
+               for pos in range(width))
+
+
+def _attempts(gatherer, anchors, lists, sizes, checker, providers,
+              sharing, read, limit):
+    """sample.py's attempts: an anchor in proportion to its lists'
+    product, then an element of that product uniformly. Anchors are
+    drawn a batch ahead, so that their trees are read in one go (first
+    batch: twice the limit, then four times more each)."""
+    layout = sample.shape(checker.groups)
+    cum = list(itertools.accumulate(sizes))
+    total = cum[-1]
+    randrange = random.randrange
+    batch = max(_MIN_BATCH, 2 * limit)
+    while True:
+        drawn = [bisect.bisect_right(cum, randrange(total))
+                 for _ in range(batch)]
+        need = {anchors[i] for i in drawn} - read
+        if need:
+            providers.update(gatherer.providers(
+                need, sharing - set(providers)))
+            read |= need
+        for i in drawn:
+            yield anchors[i], sample.decode(layout, lists[i],
+                                            randrange(sizes[i]))
+        batch *= 4
 
 
 # -- SQL pieces ---------------------------------------------------------

@@ -87,6 +87,73 @@ class Rec:
         self.prov = None
 
 
+class PerTree:
+    """The most providers one tree has with inventory of a class
+    (``most``; class None: providers of any kind), or with a trait
+    (``most_with_trait``): true bounds on the choices a root offers a
+    group, which the random sample needs (search._Request.bound,
+    sample.py). Counts, not capacity, so usage changes leave them alone.
+
+    Kept per tree as a summary shared by alike trees (a cloud's trees are
+    alike: little memory), and settled for the trees changed since
+    (``touch``) when next asked."""
+
+    _ANY = (0, None)
+
+    def __init__(self, world):
+        self.world = world
+        # root -> ((key, providers), ...): key (0, None) for the tree's
+        # size, (1, class id), (2, trait id)
+        self.of_tree = {}
+        # key -> {providers in one tree: trees with that many}
+        self.trees = collections.defaultdict(collections.Counter)
+        self.changed = set(world.trees)
+        self._same = {}
+
+    def touch(self, root):
+        self.changed.add(root)
+
+    def _settle(self):
+        world = self.world
+        rps = world.rps
+        hists = self.trees
+        for root in self.changed:
+            for key, n in self.of_tree.pop(root, ()):
+                hist = hists[key]
+                hist[n] -= 1
+                if not hist[n]:
+                    del hist[n]
+            ids = world.trees.get(root)
+            if not ids:
+                continue
+            counts = collections.Counter()
+            counts[self._ANY] = len(ids)
+            for rid in ids:
+                rec = rps[rid]
+                counts.update((1, rc) for rc in rec.inv)
+                counts.update((2, tid) for tid in rec.traits)
+            summary = tuple(sorted(counts.items()))
+            summary = self.of_tree[root] = self._same.setdefault(summary,
+                                                                 summary)
+            for key, n in summary:
+                hists[key][n] += 1
+        self.changed.clear()
+
+    def _most(self, key):
+        if self.changed:
+            self._settle()
+        hist = self.trees.get(key)
+        return max(hist) if hist else 0
+
+    def most(self, rc):
+        """The most providers with class ``rc`` (None: any) in one tree;
+        0 if none has it."""
+        return self._most(self._ANY if rc is None else (1, rc))
+
+    def most_with_trait(self, trait_id):
+        return self._most((2, trait_id))
+
+
 class World:
     """Every provider of one database, and the change counters it
     reflects. ``lock`` is held while refreshing and while a search
@@ -105,6 +172,7 @@ class World:
         self.children = 0                           # providers w/ parent
         # root id -> frozenset of the trait ids in its tree, on first use.
         self.tree_traits = combine.OnFirstUse(self._traits_in_tree)
+        self._per_tree = None                       # see per_tree()
         self.loads = 0                              # full loads (tests)
 
     # -- the change check -------------------------------------------------
@@ -228,6 +296,7 @@ class World:
             self.by_uuid = {}
             self.children = 0
             self.tree_traits.clear()
+            self._per_tree = None
             self.loads += 1
         else:
             for rp_id in ids:
@@ -300,6 +369,8 @@ class World:
             bisect.insort(tree, rec.id)
         if rec.parent is not None:
             self.children += 1
+        if self._per_tree is not None:
+            self._per_tree.touch(rec.root)
         for tid in rec.traits:
             self.by_trait[tid].add(rec.id)
         for aid in rec.aggs:
@@ -318,6 +389,8 @@ class World:
             self.roots.pop(bisect.bisect_left(self.roots, rec.root))
         if rec.parent is not None:
             self.children -= 1
+        if self._per_tree is not None:
+            self._per_tree.touch(rec.root)
         for tid in rec.traits:
             self.by_trait[tid].discard(rp_id)
         for aid in rec.aggs:
@@ -339,6 +412,13 @@ class World:
             rid = next((i for u, i in self.by_uuid.items()
                         if u.lower() == wanted), None)
         return None if rid is None else self.rps[rid].root
+
+    def per_tree(self):
+        """PerTree of this world: counted on first use after a full load,
+        then for the trees changed since."""
+        if self._per_tree is None:
+            self._per_tree = PerTree(self)
+        return self._per_tree
 
     def tree_providers(self, roots):
         """{id: combine.Provider} of the whole trees under ``roots``."""

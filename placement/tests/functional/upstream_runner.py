@@ -1,14 +1,15 @@
 """Serve GET requests with upstream placement (run by its own venv).
 
 Usage: .upstream-venv/bin/python upstream_runner.py DB [init]
-  [MAX_CANDIDATES]
+  [MAX_CANDIDATES [randomize]]
 
 DB is a SQLite file's path or a database URL.
 
 ``init`` creates the schema with upstream's migrations and exits. Without
 it, each stdin line is JSON {"path": ..., "version": ...}; each answer is
-one stdout line {"status": int, "body": ...}. This file must not import
-our ``placement`` package: it runs under upstream's interpreter.
+one stdout line {"status": int, "body": ...}. ``randomize`` sets
+``randomize_allocation_candidates``. This file must not import our
+``placement`` package: it runs under upstream's interpreter.
 """
 import json
 import logging
@@ -32,6 +33,7 @@ def main():
     db_path = sys.argv[1]
     init = len(sys.argv) > 2 and sys.argv[2] == 'init'
     max_cands = int(sys.argv[2]) if len(sys.argv) > 2 and not init else -1
+    randomize = sys.argv[3:4] == ['randomize']
     logging.disable(logging.CRITICAL)
     conf = cfg.ConfigOpts()
     pconf.register_opts(conf)
@@ -42,6 +44,8 @@ def main():
     conf.set_override('sync_on_startup', init, group='placement_database')
     conf.set_override('auth_strategy', 'noauth2', group='api')
     conf.set_override('max_allocation_candidates', max_cands,
+                      group='placement')
+    conf.set_override('randomize_allocation_candidates', randomize,
                       group='placement')
     db_api.configure(conf)
     deploy.update_database(conf)
