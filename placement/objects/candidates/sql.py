@@ -94,17 +94,26 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     return _randomized(found, wide, randomize), providers, has_trees
 
 
+def _request(ctx, groups, wide):
+    """(Request, its combine groups) for the search and the sample; (None,
+    the empty answer) when no provider can match."""
+    try:
+        gatherer = Request(ctx, groups, wide)
+    except Empty:
+        return None, ([], {}, False)
+    cgroups = gatherer.combine_groups()
+    if not cgroups:
+        return None, ([], {}, gatherer.trees)
+    return gatherer, cgroups
+
+
 @db_api.reader_connection
 def _search(ctx, groups, wide, cap, nested_aware, strategy):
     """Gather every group's rows, then combine anchor batch after anchor
     batch, stopping at ``cap`` candidates."""
-    try:
-        gatherer = Request(ctx, groups, wide)
-    except Empty:
-        return [], {}, False
-    cgroups = gatherer.combine_groups()
-    if not cgroups:
-        return [], {}, gatherer.trees
+    gatherer, cgroups = _request(ctx, groups, wide)
+    if gatherer is None:
+        return cgroups
     anchors = combine.viable_anchors(cgroups)
     sharing = _sharing_listed(gatherer, cgroups)
     batch = len(anchors)
@@ -155,13 +164,9 @@ def _sample(ctx, groups, wide, limit, nested_aware):
     (sample.py): every anchor's lists are known from the rows, so an
     anchor is drawn in proportion to its lists' product, and trees are
     read for the anchors drawn, a batch at a time."""
-    try:
-        gatherer = Request(ctx, groups, wide)
-    except Empty:
-        return [], {}, False
-    cgroups = gatherer.combine_groups()
-    if not cgroups:
-        return [], {}, gatherer.trees
+    gatherer, cgroups = _request(ctx, groups, wide)
+    if gatherer is None:
+        return cgroups
     providers = {}
     options = dict(isolate=wide.group_policy == 'isolate',
                    same_subtrees=wide.same_subtrees,
