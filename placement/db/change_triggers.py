@@ -11,9 +11,10 @@ go through these triggers. A write path added next year cannot forget.
 What they watch (``WATCHED``): a row of ``resource_providers`` (its id,
 uuid or place in a tree), ``inventories``, ``allocations``,
 ``resource_provider_traits`` and ``resource_provider_aggregates`` logs
-its provider -- the old one and the new one of an update. A rename of a
-resource class or trait (``RENAMES``) changes what every provider's
-answer says, so it starts a new epoch: every process reloads.
+its provider -- the old one and the new one of an update. A rename or
+delete of a resource class or trait (``RENAMES``; a row deleted may come
+back under its id with another name) changes what providers' answers
+say, so it starts a new epoch: every process reloads.
 
 How each database does it:
 
@@ -72,7 +73,7 @@ def trigger_names():
     for table in WATCHED:
         names[table] = [_name(table, e) for e in _EVENTS]
     for table in RENAMES:
-        names[table] = [_name(table, 'update')]
+        names[table] = [_name(table, 'update'), _name(table, 'delete')]
     return names
 
 
@@ -216,6 +217,9 @@ def _pg_triggers():
         out += _pg_pair(_name(table, 'update'), 'UPDATE', table,
                         'WHEN (%s)' % _changed(cols),
                         'placement_note_everything')
+        # Deleted (and perhaps made again under its id, by hand).
+        out += _pg_pair(_name(table, 'delete'), 'DELETE', table, '',
+                        'placement_note_everything')
     return out
 
 
@@ -279,6 +283,11 @@ def _mysql_triggers():
             'IF %s THEN UPDATE placement_change_slots SET seq = seq + 1 '
             'WHERE slot = %d; END IF; END'
             % (_name(table, 'update'), table, cond, EPOCH_SLOT))
+        out.append(
+            'CREATE TRIGGER %s AFTER DELETE ON %s FOR EACH ROW BEGIN '
+            'UPDATE placement_change_slots SET seq = seq + 1 '
+            'WHERE slot = %d; END' % (_name(table, 'delete'), table,
+                                      EPOCH_SLOT))
     return out
 
 
@@ -325,6 +334,11 @@ def _sqlite_triggers():
             'WHERE slot = %d; END'
             % (_name(table, 'update'), table,
                _changed(cols, distinct='IS NOT'), EPOCH_SLOT))
+        out.append(
+            'CREATE TRIGGER %s AFTER DELETE ON %s FOR EACH ROW '
+            'BEGIN UPDATE placement_change_slots SET seq = seq + 1 '
+            'WHERE slot = %d; END' % (_name(table, 'delete'), table,
+                                      EPOCH_SLOT))
     return out
 
 
@@ -366,15 +380,15 @@ def remove(conn):
         for name in names:
             if dialect == 'postgresql':
                 _run(conn, 'DROP TRIGGER IF EXISTS %s ON %s'
-                                     % (name, table))
+                     % (name, table))
                 _run(conn, 'DROP TRIGGER IF EXISTS %s_log ON %s'
-                                     % (name, table))
+                     % (name, table))
             else:
                 _run(conn, 'DROP TRIGGER IF EXISTS %s' % name)
     if dialect == 'postgresql':
         for table in WATCHED:
             _run(conn, 'DROP TRIGGER IF EXISTS %s ON %s'
-                                 % (_name(table, 'truncate'), table))
+                 % (_name(table, 'truncate'), table))
         for function in _PG_FUNCTION_NAMES:
             _run(conn, 'DROP FUNCTION IF EXISTS %s()' % function)
     elif dialect == 'mysql':
