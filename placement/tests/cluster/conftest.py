@@ -21,6 +21,32 @@ def report(line):
     _REPORT.append(line)
 
 
+def report_server_errors(servers, first=3):
+    """Keep the first ``first`` distinct errors each server logged (the
+    ERROR line and its traceback), so that a 500 in a cluster run says
+    why in the run's own output."""
+    for server in servers:
+        seen = []
+        block = None
+        for line in server.log_text().splitlines():
+            if ' ERROR ' in line or line.startswith('Traceback'):
+                block = [line]
+                seen.append(block)
+            elif block is not None and (line.startswith((' ', '\t'))
+                                        or 'Error' in line.split(':')[0]):
+                block.append(line)
+            else:
+                block = None
+        distinct = {}
+        for b in seen:
+            distinct.setdefault(b[-1], b)
+        for b in list(distinct.values())[:first]:
+            report('errors logged by API node %s (%d in all):'
+                   % (server.url, len(seen)))
+            for line in b[-25:]:
+                report('    ' + line)
+
+
 def pytest_terminal_summary(terminalreporter):
     if _REPORT:
         terminalreporter.section('cluster test figures')

@@ -80,6 +80,7 @@ def api_nodes(database):
                 workers=2, port=port, db_url=url, timeout=120).start())
         yield servers
     finally:
+        conftest.report_server_errors(servers)
         for server in servers:
             server.stop()
 

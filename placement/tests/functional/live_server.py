@@ -211,6 +211,12 @@ class LiveServer:
             self.db = None
         if self.config_dir:
             import shutil
+            keep = os.environ.get('PLACEMENT_TEST_KEEP_LOGS')
+            if keep and os.path.exists(self.log_path):
+                # For a failure to be read after the run: the log, by port.
+                os.makedirs(keep, exist_ok=True)
+                shutil.copy(self.log_path, os.path.join(
+                    keep, 'server-%d-%d.log' % (self.port, time.time())))
             shutil.rmtree(self.config_dir, ignore_errors=True)
             self.config_dir = None
 
