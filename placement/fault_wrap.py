@@ -12,6 +12,7 @@ import sqlalchemy.exc as sa_exc
 import webob.dec
 import webob.exc
 
+from placement.db import change_triggers
 from placement import errors
 from placement import util
 
@@ -33,6 +34,10 @@ def is_db_unavailable(exc):
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True
     if _mysql_error_code(exc) in GALERA_NOT_READY:
+        return True
+    if change_triggers.unparsed_trigger_table(exc) is not None:
+        # Still unparsed after the writer's retries (db/api.py): a
+        # database fault the client can retry, not a bug of ours.
         return True
     if isinstance(exc, sa_exc.OperationalError):
         # A plain (non oslo.db) engine, as some tests use.

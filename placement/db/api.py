@@ -20,6 +20,7 @@ from oslo_db.sqlalchemy import enginefacade
 import sqlalchemy as sa
 
 from placement import conf as placement_conf
+from placement.db import change_triggers
 
 LOG = logging.getLogger(__name__)
 
@@ -300,6 +301,33 @@ def note_deadlock(exc, where):
     return False
 
 
+# Tables reopened for an unparsed trigger, and when (at most one
+# reopening per table and REOPEN_EVERY seconds in a process).
+REOPEN_EVERY = 2.0
+_REOPENED = {}
+UNPARSED_TRIGGER_LOG = 'MariaDB left a change trigger unparsed'
+
+
+def note_unparsed_trigger(exc, where):
+    """``exc`` is MariaDB's unparsed change trigger (see
+    change_triggers.unparsed_trigger_table): reopen the table, so that
+    the retry parses it again, and say so; False for any other error."""
+    table = change_triggers.unparsed_trigger_table(exc)
+    if table is None:
+        return False
+    now = time.monotonic()
+    if now - _REOPENED.get(table, -REOPEN_EVERY) >= REOPEN_EVERY:
+        _REOPENED[table] = now
+        LOG.warning('%s on %s in %s: reopening the table and retrying (%s)',
+                    UNPARSED_TRIGGER_LOG, table, where, exc)
+        try:
+            with get_engine().connect() as conn:
+                change_triggers.reopen_tables(conn, table)
+        except Exception as reopen_exc:
+            LOG.error('Could not reopen %s: %s', table, reopen_exc)
+    return True
+
+
 def retry_on_deadlock(f, also=None):
     """Retry a whole write transaction (the ``@writer`` function ``f``,
     its COMMIT included) when the database says deadlock; exceptions for
@@ -307,7 +335,9 @@ def retry_on_deadlock(f, also=None):
     where = getattr(f, '__qualname__', repr(f))
 
     def checker(exc):
-        return note_deadlock(exc, where) or bool(also and also(exc))
+        return (note_deadlock(exc, where)
+                or note_unparsed_trigger(exc, where)
+                or bool(also and also(exc)))
 
     wrapped = oslo_db_api.wrap_db_retry(
         max_retries=5, exception_checker=checker, retry_interval=0.05,

@@ -238,6 +238,8 @@ def replace_all(ctx, writes):
                 # colliding again on the next try.
                 time.sleep(random.uniform(0, 0.005 * attempt))
         except Exception as exc:
+            if db_api.note_unparsed_trigger(exc, 'allocations write'):
+                continue
             if ping or progress['sent'] or not db_api.is_disconnect(exc):
                 raise
             LOG.debug('Pooled connection lost; allocations write again '
