@@ -13,6 +13,9 @@ sys.path.insert(0, REPO)
 # oslo.config's show-options reads its :config-file: from the working
 # directory: the repository's root, wherever sphinx-build was started.
 os.chdir(REPO)
+# The generated samples go here; git keeps no empty directory, and Sphinx
+# warns (an error under -W) about a missing html_static_path.
+os.makedirs(os.path.join(HERE, '_static'), exist_ok=True)
 
 project = 'openstack-placement-ng'
 copyright = 'openstack-placement-ng authors; Apache-2.0'
