@@ -21,5 +21,6 @@ def set_defaults(conf=None):
     """The generator's hook (oslo.config.opts.defaults): oslo.middleware's
     options with the defaults this service gives them at start-up, so the
     sample and the reference show what the service really uses."""
-    cfg.set_defaults(sizelimit.OPTS,
-                     max_request_body_size=placement_conf.MAX_REQUEST_BODY_SIZE)
+    cfg.set_defaults(
+        sizelimit.OPTS,
+        max_request_body_size=placement_conf.MAX_REQUEST_BODY_SIZE)
