@@ -8,8 +8,9 @@ import microversion_parse
 SERVICE_TYPE = 'placement'
 MICROVERSION_ENVIRON = '%s.microversion' % SERVICE_TYPE
 
-# The canonical version list. What each version changed is documented in
-# doc/microversions.rst; grep the code for the tuple, e.g. "(1, 14)".
+# The canonical version list. What each version changed is upstream's
+# REST API version history (docs.openstack.org/placement/latest/, "REST
+# API Version History"); grep the code for the tuple, e.g. "(1, 14)".
 VERSIONS = ['1.%d' % minor for minor in range(0, 40)]
 
 

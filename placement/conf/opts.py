@@ -1,5 +1,7 @@
 """Entry points for oslo-config-generator."""
+from oslo_config import cfg
 from oslo_db import options as oslo_db_options  # noqa: F401
+from oslo_middleware import sizelimit
 
 from placement import conf as placement_conf
 
@@ -16,4 +18,9 @@ def list_opts():
 
 
 def set_defaults(conf=None):
-    pass
+    """The generator's hook (oslo.config.opts.defaults): oslo.middleware's
+    options with the defaults this service gives them at start-up, so the
+    sample and the reference show what the service really uses."""
+    cfg.set_defaults(
+        sizelimit.OPTS,
+        max_request_body_size=placement_conf.MAX_REQUEST_BODY_SIZE)

@@ -408,7 +408,8 @@ def replica_reader(recheck=()):
     """Run the decorated ``f(ctx, ...)`` as an oslo.db asynchronous reader:
     with ``slave_connection`` set, on the replica. Only for reads whose
     answer may lag the primary and that no write of this process depends
-    on (see README, "PostgreSQL primary and a hot standby").
+    on (see doc/source/many-nodes.rst, "PostgreSQL primary and a hot
+    standby").
 
     When the replica cannot answer (down, restarting, a query cancelled by
     a recovery conflict) the read runs again on the primary, and the next

@@ -210,7 +210,7 @@ def _pg_triggers():
             out += _pg_pair(_name(table, event), event, table, when,
                             'placement_note_' + col)
         # TRUNCATE fires no row trigger: everything changed. (MySQL and
-        # SQLite have no TRUNCATE trigger; see doc/candidates-engine.rst.)
+        # SQLite have no TRUNCATE trigger; see doc/source/candidates-engine.rst.)
         out.append(
             'CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT '
             'EXECUTE FUNCTION placement_new_epoch()'

@@ -425,7 +425,7 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
     Round trips for one new consumer on one provider: the provider lock
     (not on SQLite); owners, consumers and their current claims; providers
     with inventory and usage; then the consumer, allocation and generation
-    writes (six statements; see doc/allocation-writes.rst).
+    writes (six statements; see doc/source/allocation-writes.rst).
     """
     # 0. Wait here for the other writers of these providers to finish,
     # so that what is read next is what they left and the generation CAS

@@ -32,7 +32,7 @@ same search over one choice per step.
 Identical candidates reached from two anchors (a request served wholly
 by a sharing provider) are yielded once, as upstream's set does. Where
 upstream 16.0.0 drops candidates that meet every documented rule, this
-combiner keeps them (doc/candidates-engine.rst).
+combiner keeps them (doc/source/candidates-engine.rst).
 """
 import functools
 import itertools

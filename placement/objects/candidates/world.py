@@ -284,7 +284,7 @@ class World:
 
         Equal values are stored once (``same``): most providers of a
         cloud have the same traits, aggregates and inventories, so this
-        keeps a large world small (see doc/candidates-engine.rst)."""
+        keeps a large world small (see doc/source/candidates-engine.rst)."""
         rps, invs, usage, traits, aggs = self._read(conn, ids)
         everything = ids is None
         if everything:
