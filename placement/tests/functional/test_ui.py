@@ -594,3 +594,268 @@ def test_demo_world_script(driver, chromium):
                   if e['level'] == 'SEVERE']
         driver.get('about:blank')
         assert errors == []
+
+
+# --- issue 31: each bug an operator hit, then the live view ------------------
+
+
+def used_of(driver, rc, where='#own-resources'):
+    return driver.execute_script(
+        'const b = document.querySelector(arguments[0] + '
+        '" .res[data-rc=\\"" + arguments[1] + "\\"]");'
+        'return b && Number(b.dataset.used)', where, rc)
+
+
+def test_claim_elsewhere_shows_without_reload(page, world):
+    """A claim made by another client shows in the open provider, its
+    bars, generation and consumers, within seconds: no Connect again."""
+    driver, _ = page
+    api, w = world
+    connected(driver)
+    open_provider(driver, w['cn2'])
+    before = used_of(driver, 'VCPU')
+    assert driver.find_element(By.ID, 'freshness').text.startswith('as of ')
+    vm = str(uuid.uuid4())
+    api.allocate(vm, {w['cn2']: {'VCPU': 5, 'MEMORY_MB': 100}})
+    try:
+        wait(driver, lambda d: used_of(d, 'VCPU') == before + 5)
+        wait(driver, lambda d: d.find_elements(
+            By.CSS_SELECTOR, '#consumers tr[data-consumer="%s"]' % vm))
+        gen = api('GET', '/resource_providers/%s' % w['cn2'])['generation']
+        assert driver.find_element(
+            By.ID, 'provider-detail').get_attribute('data-generation') == str(
+            gen)
+    finally:
+        api('DELETE', '/allocations/%s' % vm)
+    wait(driver, lambda d: used_of(d, 'VCPU') == before)
+
+
+def test_project_id_with_a_slash(page, world):
+    driver, _ = page
+    api, w = world
+    vm = str(uuid.uuid4())
+    api('PUT', '/allocations/%s' % vm, {
+        'allocations': {w['cn2']: {'resources': {'VCPU': 1}}},
+        'project_id': 'dept/team-a', 'user_id': 'bob',
+        'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+    try:
+        connected(driver)
+        driver.get(driver.current_url.split('#')[0] + '#consumer/' + vm)
+        wait(driver, EC.presence_of_element_located(
+            (By.ID, 'consumer-detail')))
+        assert driver.find_element(By.ID, 'consumer-project').text == (
+            'dept/team-a')
+        driver.find_element(By.CSS_SELECTOR, '#consumer-project a').click()
+        wait(driver, EC.presence_of_element_located((By.ID, 'usages-table')))
+        assert driver.find_element(By.ID, 'usages-who').text == 'dept/team-a'
+        assert driver.find_element(By.ID, 'usages-user').get_attribute(
+            'value') == ''
+        # The next project typed is that project alone (no stale user).
+        _run(driver, 'usages-project', PROJECT)
+        wait(driver, lambda d: d.find_element(
+            By.ID, 'usages-who').text == PROJECT)
+        assert driver.find_element(
+            By.CSS_SELECTOR, '#usages-table tr[data-type="INSTANCE"]')
+    finally:
+        api('DELETE', '/allocations/%s' % vm)
+
+
+def test_percent_in_the_consumer_box(page, world):
+    driver, _ = page
+    _api, w = world
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Consumer').click()
+    _run(driver, 'consumer-id', w['vm2'])
+    wait(driver, EC.presence_of_element_located((By.ID, 'consumer-detail')))
+    _run(driver, 'consumer-id', '50%')
+    wait(driver, EC.presence_of_element_located((By.ID, 'consumer-none')))
+    assert driver.find_element(By.ID, 'consumer-none').text == (
+        'Consumer 50% has no allocations.')
+    assert driver.find_elements(By.ID, 'consumer-detail') == []
+
+
+def test_switching_tokens_and_disconnect(page, world):
+    """A token refused after an admin's: nothing the admin saw stays."""
+    driver, expected = page
+    expected.append('status of 403')
+    _api, w = world
+    connected(driver)
+    open_provider(driver, w['cn2'])
+    connect(driver, 'user:project')
+    wait(driver, lambda d: 'refused' in d.find_element(By.ID, 'status').text)
+    assert tree_rows(driver) == []
+    assert driver.find_elements(By.ID, 'provider-detail') == []
+    assert not driver.find_element(By.ID, 'disconnect').is_displayed()
+    # Back as admin, then Disconnect: the data and the token are gone.
+    connected(driver)
+    open_provider(driver, w['cn2'])
+    driver.find_element(By.ID, 'disconnect').click()
+    assert driver.find_element(By.ID, 'status').text == 'Disconnected.'
+    assert tree_rows(driver) == []
+    assert driver.find_elements(By.ID, 'provider-detail') == []
+    assert driver.find_element(By.ID, 'token').get_attribute('value') == ''
+    assert driver.execute_script(
+        'return sessionStorage.getItem("placement-ui-token")') is None
+    assert focused(driver, 'id') == 'token'
+
+
+def freshness(driver):
+    return driver.find_element(By.ID, 'freshness').text
+
+
+def test_live_across_api_nodes_and_server_gone(driver, chromium, server,
+                                               world):
+    """The page on a second API node over the same database: a write made
+    on the first shows within seconds; the second node stopping makes the
+    page say its data is stale, and it recovers when the node is back."""
+    api, w = world
+    with live_server.LiveServer(workers=1, db_url=server.db_url
+                                or server.db.url) as node2:
+        port = node2.port
+        driver.get(node2.url + '/ui/')
+        driver.execute_script(
+            'sessionStorage.setItem("placement-ui-token", "admin")')
+        driver.get(node2.url + '/ui/#provider/' + w['cn2'])
+        driver.refresh()
+        wait(driver, EC.presence_of_element_located(
+            (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % w['cn2'])))
+        before = used_of(driver, 'VCPU')
+        vm = str(uuid.uuid4())
+        api.allocate(vm, {w['cn2']: {'VCPU': 3}})
+        try:
+            wait(driver, lambda d: used_of(d, 'VCPU') == before + 3)
+        finally:
+            api('DELETE', '/allocations/%s' % vm)
+        node2.stop()
+        wait(driver, lambda d: 'unreachable' in freshness(d))
+        assert 'data as of' in freshness(driver)
+        assert 'stale' in freshness(driver)
+        browser.screenshot(driver, 'stale')
+        # The write made while it was away shows once it is back.
+        node2.port = port
+        node2.db_url = server.db_url or server.db.url
+        node2.start()
+        wait(driver, lambda d: freshness(d).startswith('as of '), timeout=20)
+        wait(driver, lambda d: used_of(d, 'VCPU') == before)
+    driver.get('about:blank')
+
+
+def test_why_not_more_is_shown_where_asked(page, world):
+    driver, _ = page
+    api, _w = world
+    connected(driver)
+    driver.set_window_size(1400, 420)
+    try:
+        driver.find_element(By.LINK_TEXT, 'Allocation candidates').click()
+        query = 'resources=VCPU:1&member_of=%s' % AGG
+        _run(driver, 'candidates-query', query)
+        wait(driver, EC.presence_of_element_located(
+            (By.ID, 'candidates-table')))
+        driver.find_element(By.ID, 'explain-button').click()
+        wait(driver, EC.presence_of_element_located((By.ID, 'explanation')))
+        assert focused(driver, 'id') == 'explanation-heading'
+        top = driver.execute_script(
+            'return document.getElementById("explanation")'
+            '.getBoundingClientRect().top')
+        assert 0 <= top < 420
+        explained = api('GET', '/ops/explain/allocation_candidates?' + query)
+        reasons = [li.text for li in driver.find_elements(
+            By.CSS_SELECTOR, '#explain-reasons li')]
+        assert reasons == [e['reason'] for e in explained['explained']
+                           if not e['kept']]
+        assert not any(r.endswith(': kept') for r in reasons)
+    finally:
+        driver.set_window_size(1400, 900)
+
+
+def test_click_on_a_name_expands(page, world):
+    driver, _ = page
+    _api, w = world
+    connected(driver)
+    click_row(driver, w['cn1'], 'name')
+    wait(driver, lambda d: len(row_names(d)) == 4)
+    assert row_attr(driver, w['cn1'], 'aria-expanded') == 'true'
+    wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % w['cn1'])))
+
+
+def test_names_readable_at_800_pixels(page, world):
+    driver, _ = page
+    _api, w = world
+    driver.set_window_size(800, 900)
+    try:
+        connected(driver)
+        click_row(driver, w['cn1'], 'toggle')
+        wait(driver, lambda d: len(row_names(d)) == 4)
+        cut = driver.execute_script(
+            'return [...document.querySelectorAll("#tree .row .name")]'
+            '.filter((e) => e.scrollWidth > e.clientWidth)'
+            '.map((e) => e.textContent)')
+        assert cut == []
+        browser.screenshot(driver, 'narrow')
+    finally:
+        driver.set_window_size(1400, 900)
+
+
+def test_small_bars_turn_red_when_nearly_full(page, world):
+    driver, _ = page
+    api, w = world
+    vm = str(uuid.uuid4())
+    # compute-2: (32 - 2) x 4 = 120 VCPU, 10 in use; 103 more is 94%.
+    api.allocate(vm, {w['cn2']: {'VCPU': 103}})
+    try:
+        connected(driver)
+        open_provider(driver, w['cn2'])
+        colours = driver.execute_script('''
+            const row = document.getElementById("rp-" + arguments[0]);
+            const mini = [...row.querySelectorAll('.mini-wrap')].find(
+                (m) => m.title.startsWith('VCPU ')).querySelector(
+                '.mini > span');
+            const big = document.querySelector(
+                '#provider-detail .res[data-rc="VCPU"] .used');
+            return [getComputedStyle(mini).backgroundColor,
+                    getComputedStyle(big).backgroundColor];''', w['cn2'])
+        assert colours[0] == colours[1] == 'rgb(179, 38, 30)'
+    finally:
+        api('DELETE', '/allocations/%s' % vm)
+
+
+def test_noauth2_hint_only_under_noauth2(page, server, world):
+    driver, _ = page
+    wait(driver, lambda d: 'noauth2' in d.find_element(
+        By.TAG_NAME, 'header').text)
+    with live_server.LiveServer(workers=1, db_url=server.db_url
+                                or server.db.url,
+                                conf={'api': {'auth_strategy': 'keystone'}}
+                                ) as other:
+        driver.get(other.url + '/ui/')
+        wait(driver, lambda d: d.find_element(By.ID, 'status').text)
+        assert 'noauth2' not in driver.find_element(By.TAG_NAME, 'body').text
+        driver.get('about:blank')
+
+
+def test_right_to_left_override_is_isolated(page, world):
+    """A name with U+202E reorders nothing after it."""
+    driver, _ = page
+    api, _w = world
+    api('PUT', '/traits/CUSTOM_RLO')
+    rp = api.provider('rlo-\u202eevil', inventories={
+        'VCPU': {'total': 4}}, traits=['CUSTOM_RLO'])
+    try:
+        connected(driver)
+        driver.find_element(By.LINK_TEXT, 'Allocation candidates').click()
+        _run(driver, 'candidates-query',
+             'resources=VCPU:1&required=CUSTOM_RLO')
+        wait(driver, EC.presence_of_element_located(
+            (By.ID, 'candidates-table')))
+        v, u = driver.execute_script('''
+            const cell = document.querySelector(
+                '#candidates-table tbody td:nth-child(2) div');
+            const text = [...cell.childNodes].find((n) => n.nodeType === 3);
+            const r = document.createRange();
+            const left = (i) => { r.setStart(text, i); r.setEnd(text, i + 1);
+                                  return r.getBoundingClientRect().left; };
+            return [left(1), left(4)];''')
+        assert v < u    # " VCPU: 1" reads left to right
+    finally:
+        api('DELETE', '/resource_providers/%s' % rp)
