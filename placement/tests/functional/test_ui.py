@@ -859,3 +859,102 @@ def test_right_to_left_override_is_isolated(page, world):
         assert v < u    # " VCPU: 1" reads left to right
     finally:
         api('DELETE', '/resource_providers/%s' % rp)
+
+
+# --- finding capacity -----------------------------------------------------------
+
+
+def _select(driver, id_, value):
+    from selenium.webdriver.support.ui import Select
+    Select(driver.find_element(By.ID, id_)).select_by_value(value)
+
+
+def test_filters_sort_and_tree_rollups(page, world):
+    driver, _ = page
+    api, w = world
+    connected(driver)
+    # compute-1 has only DISK_GB of its own; collapsed, its row shows what
+    # its tree holds (the NUMA children's VCPU and memory too).
+    wait(driver, lambda d: d.execute_script(
+        'return [...document.querySelectorAll("#rp-" + arguments[0] + '
+        '" .mini-wrap")].map((m) => m.dataset.rc)', w['cn1']) == [
+        'DISK_GB', 'MEMORY_MB', 'VCPU'])
+    open_provider(driver, w['cn1'])
+    numa_used = sum(api('GET', '/resource_providers/%s/usages' % n)[
+        'usages']['VCPU'] for n in w['numa'])
+    assert used_of(driver, 'VCPU', '#tree-resources') == numa_used
+    _select(driver, 'filter-trait', 'CUSTOM_GOLD')
+    wait(driver, lambda d: row_names(d) == ['compute-1'])
+    _select(driver, 'filter-trait', '')
+    _select(driver, 'filter-agg', AGG)
+    wait(driver, lambda d: row_names(d) == ['compute-1', 'compute-2'])
+    _select(driver, 'filter-agg', '')
+    _select(driver, 'filter-rc', 'VCPU')
+    wait(driver, lambda d: row_names(d) == [
+        'compute-1', 'compute-1-numa0', 'compute-1-numa1', 'compute-2'])
+    assert driver.find_element(By.ID, 'tree-count').text == (
+        '3 of 4 providers match')
+    # numa0: 4 of 64 VCPU; compute-2: 8 + 2 of 120; numa1: none.
+    box = driver.find_element(By.ID, 'filter-pct')
+    box.send_keys('6')
+    wait(driver, lambda d: row_names(d) == ['compute-1', 'compute-1-numa0',
+                                            'compute-2'])
+    box.send_keys(Keys.BACKSPACE, '7')
+    wait(driver, lambda d: row_names(d) == ['compute-2'])
+    box.send_keys(Keys.BACKSPACE)
+    _select(driver, 'filter-rc', '')
+    # By usage: compute-2's fullest class (memory 18,432 of 130,048,
+    # 14%) over compute-1's tree (8,192 of 64,512 memory, 13%).
+    _select(driver, 'sort', 'usage')
+    # (compute-1 is open: clicked above.)
+    wait(driver, lambda d: row_names(d) == [
+        'compute-2', 'compute-1', 'compute-1-numa0', 'compute-1-numa1'])
+    _select(driver, 'sort', 'name')
+    wait(driver, lambda d: row_names(d) == [
+        'compute-1', 'compute-1-numa0', 'compute-1-numa1', 'compute-2'])
+    browser.screenshot(driver, 'providers')
+
+
+def test_totals_and_aggregates(page, world):
+    driver, _ = page
+    api, w = world
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Totals').click()
+    wait(driver, EC.presence_of_element_located((By.ID, 'totals-table')))
+    sums = {}
+    for rp in api('GET', '/resource_providers')['resource_providers']:
+        invs = api('GET', '/resource_providers/%s/inventories'
+                   % rp['uuid'])['inventories']
+        usages = api('GET', '/resource_providers/%s/usages'
+                     % rp['uuid'])['usages']
+        for rc, inv in invs.items():
+            s = sums.setdefault(rc, dict(total=0, reserved=0, capacity=0,
+                                         used=0))
+            s['total'] += inv['total']
+            s['reserved'] += inv['reserved']
+            s['capacity'] += (inv['total'] - inv['reserved']) * inv[
+                'allocation_ratio']
+            s['used'] += usages[rc]
+    for rc, s in sums.items():
+        for k, v in s.items():
+            cell = driver.find_element(
+                By.CSS_SELECTOR, '#totals-table tr[data-rc="%s"] '
+                'td[data-k="%s"]' % (rc, k))
+            assert cell.text == '{:,}'.format(int(v)), (rc, k)
+    browser.screenshot(driver, 'totals')
+    driver.find_element(By.LINK_TEXT, 'Aggregates').click()
+    row = wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#aggregates-table tr[data-aggregate="%s"]'
+         % AGG)))
+    assert row.find_element(By.CSS_SELECTOR, 'td.num').text == '2'
+    row.find_element(By.TAG_NAME, 'a').click()
+    wait(driver, EC.presence_of_element_located(
+        (By.ID, 'aggregate-members')))
+    members = [r.get_attribute('data-uuid') for r in driver.find_elements(
+        By.CSS_SELECTOR, '#aggregate-members tbody tr')]
+    assert members == [w['cn1'], w['cn2']]
+    disk = driver.find_element(
+        By.CSS_SELECTOR, '#aggregate-totals tr[data-rc="DISK_GB"] '
+        'td[data-k="capacity"]').text
+    assert disk == '{:,}'.format(900 + 2000)
+    browser.screenshot(driver, 'aggregate')

@@ -204,7 +204,7 @@ function fillSelect(id, values) {
   if (sel.dataset.sig === sig) return;
   const keep = sel.value;
   sel.replaceChildren(h('option', { value: '' }, 'any'),
-    values.map((v) => h('option', { value: v }, v)));
+    ...values.map((v) => h('option', { value: v }, v)));
   sel.value = values.includes(keep) ? keep : '';
   sel.dataset.sig = sig;
 }
