@@ -861,7 +861,7 @@ def test_right_to_left_override_is_isolated(page, world):
         api('DELETE', '/resource_providers/%s' % rp)
 
 
-# --- finding capacity -----------------------------------------------------------
+# --- finding capacity --------------------------------------------------------
 
 
 def _select(driver, id_, value):
