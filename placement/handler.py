@@ -16,6 +16,7 @@ from placement.handlers import capacity
 from placement.handlers import explain
 from placement.handlers import inventory
 from placement.handlers import metrics
+from placement.handlers import provider_view
 from placement.handlers import reshaper
 from placement.handlers import resource_class
 from placement.handlers import resource_provider
@@ -103,6 +104,13 @@ ROUTES = {
     },
     '/ops/explain/allocation_candidates': {
         'GET': explain.explain_allocation_candidates,
+    },
+    # The web view's data (with the visitor's token, unlike /ui/).
+    '/ops/ui/providers': {
+        'GET': provider_view.list_providers,
+    },
+    '/ops/ui/providers/{uuid}/consumers': {
+        'GET': provider_view.list_consumers,
     },
     # The web view: static files, served without a token (auth.py).
     '/ui': {'GET': ui.redirect},

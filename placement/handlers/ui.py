@@ -5,6 +5,7 @@ Only static files are served here, and without a token: the page holds no
 data. Every number it shows comes from the JSON API, called by the page
 with the visitor's own token, so authentication and policy are the API's.
 """
+import json
 import os
 
 import webob.dec
@@ -23,6 +24,9 @@ FILES = {
     'ui.js': 'text/javascript',
     'ui.css': 'text/css',
 }
+
+# Made per request, from the configuration.
+SETTINGS = 'settings.json'
 
 # The page loads nothing but its own files and talks only to this origin.
 SECURITY_HEADERS = {
@@ -57,7 +61,23 @@ def index(req):
     return _file(req, 'index.html')
 
 
+def settings(req):
+    """What the page needs to know before it has a token: only whether
+    the service uses noauth2 (then the token names a user, and ``admin``
+    is an admin), so the page hints at that there and nowhere else.
+    Anyone may be anyone under noauth2, so saying so reveals nothing."""
+    conf = req.environ['placement.context'].config
+    noauth = bool(conf is not None and conf.api.auth_strategy == 'noauth2')
+    resp = webob.Response(json.dumps({'noauth2': noauth}),
+                          content_type='application/json', charset='utf-8')
+    resp.headers.update(SECURITY_HEADERS)
+    resp.cache_control = 'no-cache'
+    return resp
+
+
 @webob.dec.wsgify
 def static_file(req):
     name = util.wsgi_path_item(req.environ, 'filename')
+    if name == SETTINGS:
+        return settings(req)
     return _file(req, name)

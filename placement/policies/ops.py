@@ -9,6 +9,7 @@ METRICS_READ = 'placement:metrics:read'
 CAPACITY_READ = 'placement:capacity:read'
 # An upstream-style name: it explains an allocation_candidates query.
 EXPLAIN = 'placement:allocation_candidates:explain'
+UI_READ = 'placement:ui:read'
 
 rules = [
     base.documented(METRICS_READ, base.RULE_ADMIN_API,
@@ -21,6 +22,13 @@ rules = [
                     'providers each step kept, and why the others were '
                     'excluded (it shows every provider\'s usage).',
                     [('GET', '/ops/explain/allocation_candidates')]),
+    base.documented(UI_READ, base.RULE_ADMIN_API,
+                    'Read every provider with its inventories, usage, '
+                    'traits and aggregates, changes since, and a '
+                    'provider\'s consumers with project and user (the web '
+                    'view\'s data).',
+                    [('GET', '/ops/ui/providers'),
+                     ('GET', '/ops/ui/providers/{uuid}/consumers')]),
 ]
 
 

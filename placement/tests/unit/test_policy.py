@@ -87,7 +87,8 @@ def test_rule_names_are_upstreams():
     assert names - extensions == ALL_RULES | BASE_RULES
     assert extensions == {'placement:metrics:read',
                           'placement:capacity:read',
-                          'placement:allocation_candidates:explain'}
+                          'placement:allocation_candidates:explain',
+                          'placement:ui:read'}
 
 
 def test_documented_rules_are_project_scoped_with_operations():
@@ -292,3 +293,19 @@ def test_rules_that_ask_elsewhere_are_never_remembered(
         assert enforce(project_ctx('admin'), 'placement:traits:show')
     assert calls.count('placement:traits:list') == 3
     assert calls.count('placement:traits:show') == 3
+
+
+def test_ui_settings_say_noauth2_only_under_it():
+    """The page hints at noauth2 tokens only when the service uses it."""
+    import types
+
+    import webob
+
+    from placement.handlers import ui
+
+    for strategy, expect in (('noauth2', True), ('keystone', False)):
+        conf = types.SimpleNamespace(
+            api=types.SimpleNamespace(auth_strategy=strategy))
+        req = webob.Request.blank('/ui/settings.json')
+        req.environ['placement.context'] = types.SimpleNamespace(config=conf)
+        assert ui.settings(req).json == {'noauth2': expect}

@@ -1,34 +1,56 @@
-// The web view: plain DOM, no framework. Every number comes from the JSON
-// API, called with the visitor's token; this file holds no data.
+// The web view: plain DOM, no framework, no build step. Every number comes
+// from the JSON API, called with the visitor's token; this file holds no
+// data.
 //
-// Scale: the provider list is fetched once; the tree is virtualised (only
-// the rows in view exist in the DOM), and inventories/usages are fetched
-// for the rows in view only, a few at a time, and kept.
+// Live: every provider with its inventories, usage, traits and aggregates
+// comes in one answer (GET /ops/ui/providers), then every POLL_MS only the
+// providers changed since (?since=<token>, from the service's change
+// counters), so a write made anywhere shows within seconds for two tiny
+// queries on the server. When the server does not answer, the page says
+// its data is as of the last answer, and catches up by itself.
+//
+// Scale: the tree is virtualised (only the rows in view are in the DOM);
+// filters, sorting and roll-ups run over the providers in memory.
 
 const API = new URL('..', location.href);   // the service root (/ui/..)
 const ROW_H = 32;
 const OVERSCAN = 6;
-const FETCH_PARALLEL = 6;
+const POLL_MS = 2000;
+const POLL_HIDDEN_MS = 10000;   // a tab nobody looks at asks less often
+const POLL_UNCOUNTED_MS = 30000;  // a database without change counters
+const RETRY_MAX_MS = 10000;
+const HIGH_PCT = 90;
 const TOKEN_KEY = 'placement-ui-token';
 
 const $ = (id) => document.getElementById(id);
 
-export const stats = {};
+export const stats = { polls: 0, pollErrors: 0 };
 window.placementUI = { stats };
 
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || '',
-  providers: [],          // as GET /resource_providers lists them
-  byUuid: new Map(),
-  children: new Map(),    // uuid -> [child provider, ...] sorted by name
+  noauth2: false,
+  connected: false,
+  dataToken: null,        // the change counters our data reflects
+  counted: true,
+  asOf: null,             // Date of the last answer
+  lastError: null,
+  retryMs: POLL_MS,
+  pollTimer: null,
+  generation: 0,          // bumped by disconnect: late answers are dropped
+  byUuid: new Map(),      // uuid -> provider record
+  byId: new Map(),        // database id -> uuid (removals come by id)
+  children: new Map(),    // uuid -> [child record, ...] sorted by name
   roots: [],
+  classes: [], traits: [], aggregates: [],
+  rollups: new Map(),     // uuid -> {rc: [capacity, used, reserved, total]}
   expanded: new Set(),
-  filter: '',
+  filter: { text: '', rc: '', trait: '', agg: '', pct: null },
+  sort: 'name',
   rows: [],               // [{rp, depth}] in display order
-  focus: 0,               // index into rows of the focusable row
+  focus: 0,
   selected: null,
-  usage: new Map(),       // uuid -> {inventories, usages} once fetched
-  pending: new Set(),
+  view: 'providers',
 };
 
 // --- the API ------------------------------------------------------------
@@ -58,6 +80,12 @@ async function api(path) {
 
 const enc = encodeURIComponent;
 
+function dec(s) {
+  try { return decodeURIComponent(s); } catch (e) { return s; }
+}
+
+const refused = (err) => err.status === 401 || err.status === 403;
+
 // --- DOM helpers ----------------------------------------------------------
 
 // Text only (never innerHTML): names and ids are whatever clients wrote.
@@ -76,6 +104,10 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+// A name others wrote, isolated: a right-to-left override in it reorders
+// nothing around it.
+const bdi = (text, attrs) => h('bdi', attrs || {}, text);
+
 function setStatus(text, error = false) {
   const el = $('status');
   el.textContent = text;
@@ -90,13 +122,15 @@ function fail(target, err) {
 const fmt = (n) => (Number.isInteger(n) ? n : Number(n.toFixed(2)))
   .toLocaleString('en-US');
 
+const clock = (d) => d.toLocaleTimeString('en-GB');
+
 function providerName(uuid) {
   const rp = state.byUuid.get(uuid);
   return rp ? rp.name : uuid;
 }
 
 function providerLink(uuid) {
-  return h('a', { href: `#provider/${uuid}` }, providerName(uuid));
+  return h('a', { href: `#provider/${uuid}` }, bdi(providerName(uuid)));
 }
 
 function resourcesText(resources) {
@@ -104,35 +138,167 @@ function resourcesText(resources) {
     .map(([rc, n]) => `${rc}: ${fmt(n)}`).join(', ');
 }
 
-// --- the provider tree ----------------------------------------------------
+// --- the providers in memory -----------------------------------------------
+
+// An inventory as the answer gives it:
+// [total, reserved, allocation_ratio, min_unit, max_unit, step_size, used]
+const capacity = (inv) => (inv[0] - inv[1]) * inv[2];
+const pctOf = (used, cap) => (cap > 0 ? (100 * used) / cap : (used > 0 ? 100 : 0));
+
+function record(raw, traitNames, aggUuids, old) {
+  return {
+    id: raw.id,
+    uuid: raw.uuid,
+    name: raw.name,
+    key: raw.name.toLowerCase(),
+    generation: raw.generation,
+    parent: raw.parent_provider_uuid,
+    inv: raw.inventories,
+    traits: raw.traits.map((i) => traitNames[i]).sort(),
+    aggs: raw.aggregates.map((i) => aggUuids[i]).sort(),
+    version: old ? old.version + 1 : 0,
+  };
+}
+
+function rootOf(rp) {
+  let cur = rp;
+  while (cur.parent && state.byUuid.has(cur.parent)) {
+    cur = state.byUuid.get(cur.parent);
+  }
+  return cur.uuid;
+}
+
+const byName = (a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+function rebuildIndex() {
+  state.children = new Map();
+  state.roots = [];
+  const classes = new Set();
+  const traits = new Set();
+  const aggs = new Set();
+  const all = [...state.byUuid.values()].sort(byName);
+  for (const rp of all) {
+    if (rp.parent && state.byUuid.has(rp.parent)) {
+      if (!state.children.has(rp.parent)) state.children.set(rp.parent, []);
+      state.children.get(rp.parent).push(rp);
+    } else {
+      state.roots.push(rp);
+    }
+    for (const rc of Object.keys(rp.inv)) classes.add(rc);
+    for (const t of rp.traits) traits.add(t);
+    for (const a of rp.aggs) aggs.add(a);
+  }
+  state.sorted = all;
+  state.classes = [...classes].sort();
+  state.traits = [...traits].sort();
+  state.aggregates = [...aggs].sort();
+  state.rollups = new Map();
+  fillSelect('filter-rc', state.classes);
+  fillSelect('filter-trait', state.traits);
+  fillSelect('filter-agg', state.aggregates);
+}
+
+function fillSelect(id, values) {
+  const sel = $(id);
+  const sig = values.join('\n');
+  if (sel.dataset.sig === sig) return;
+  const keep = sel.value;
+  sel.replaceChildren(h('option', { value: '' }, 'any'),
+    ...values.map((v) => h('option', { value: v }, v)));
+  sel.value = values.includes(keep) ? keep : '';
+  sel.dataset.sig = sig;
+}
+
+// What a provider's subtree (itself and every descendant) holds and uses,
+// per class: {rc: [capacity, used, reserved, total]}.
+function rollup(uuid) {
+  let out = state.rollups.get(uuid);
+  if (out) return out;
+  out = {};
+  const add = (rc, cap, used, reserved, total) => {
+    const acc = out[rc] || (out[rc] = [0, 0, 0, 0]);
+    acc[0] += cap; acc[1] += used; acc[2] += reserved; acc[3] += total;
+  };
+  const rp = state.byUuid.get(uuid);
+  for (const [rc, inv] of Object.entries(rp.inv)) {
+    add(rc, capacity(inv), inv[6], inv[1], inv[0]);
+  }
+  for (const c of state.children.get(uuid) || []) {
+    for (const [rc, v] of Object.entries(rollup(c.uuid))) add(rc, ...v);
+  }
+  state.rollups.set(uuid, out);
+  return out;
+}
+
+// How full a provider is: of one class, or its fullest class.
+function fullness(sums, rc) {
+  if (rc) return sums[rc] ? pctOf(sums[rc][1], sums[rc][0]) : -1;
+  let most = -1;
+  for (const [cap, used] of Object.values(sums)) {
+    most = Math.max(most, pctOf(used, cap));
+  }
+  return most;
+}
+
+function ownSums(rp) {
+  const out = {};
+  for (const [rc, inv] of Object.entries(rp.inv)) {
+    out[rc] = [capacity(inv), inv[6], inv[1], inv[0]];
+  }
+  return out;
+}
+
+// --- loading and staying live ----------------------------------------------------
+
+function applyAnswer(body) {
+  const changed = new Set();
+  if (body.full) {
+    const old = state.byUuid;
+    state.byUuid = new Map();
+    state.byId = new Map();
+    for (const raw of body.providers) {
+      const prev = old.get(raw.uuid);
+      const rec = record(raw, body.trait_names, body.aggregate_uuids, prev);
+      if (!prev || prev.generation !== rec.generation) changed.add(rec.uuid);
+      state.byUuid.set(rec.uuid, rec);
+      state.byId.set(rec.id, rec.uuid);
+    }
+    for (const uuid of old.keys()) {
+      if (!state.byUuid.has(uuid)) changed.add(uuid);
+    }
+    if (old.size === 0) changed.clear();
+  } else {
+    for (const id of body.removed) {
+      const uuid = state.byId.get(id);
+      if (uuid) {
+        state.byUuid.delete(uuid);
+        state.byId.delete(id);
+        changed.add(uuid);
+      }
+    }
+    for (const raw of body.providers) {
+      const rec = record(raw, body.trait_names, body.aggregate_uuids,
+        state.byUuid.get(raw.uuid));
+      state.byUuid.set(rec.uuid, rec);
+      state.byId.set(rec.id, rec.uuid);
+      changed.add(rec.uuid);
+    }
+  }
+  state.dataToken = body.token;
+  state.counted = body.token !== null;
+  if (body.full || changed.size) rebuildIndex();
+  return changed;
+}
 
 async function loadProviders() {
   setStatus('Loading providers…');
   const t0 = performance.now();
-  const body = await api('resource_providers');
+  const body = await api('ops/ui/providers');
   stats.listMs = performance.now() - t0;
-  const providers = body.resource_providers;
-  providers.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  state.providers = providers;
   state.byUuid = new Map();
-  state.children = new Map();
-  state.roots = [];
-  state.usage.clear();
-  for (const rp of providers) {
-    rp._key = rp.name.toLowerCase();
-    state.byUuid.set(rp.uuid, rp);
-  }
-  for (const rp of providers) {
-    const parent = rp.parent_provider_uuid;
-    if (parent && state.byUuid.has(parent)) {
-      if (!state.children.has(parent)) state.children.set(parent, []);
-      state.children.get(parent).push(rp);
-    } else {
-      state.roots.push(rp);
-    }
-  }
-  const roots = state.roots.length;
-  setStatus(`${providers.length} providers in ${roots} trees`);
+  applyAnswer(body);
+  state.connected = true;
+  markFresh();
   rebuildRows();
   requestAnimationFrame(() => {
     performance.mark('ui-tree-painted');
@@ -140,42 +306,159 @@ async function loadProviders() {
   });
 }
 
+function treeStatus() {
+  setStatus(`${state.byUuid.size} providers in ${state.roots.length} trees`);
+}
+
+function markFresh() {
+  state.asOf = new Date();
+  state.lastError = null;
+  state.retryMs = POLL_MS;
+  document.body.classList.remove('stale');
+  const el = $('freshness');
+  el.classList.remove('error');
+  el.removeAttribute('role');
+  el.textContent = `as of ${clock(state.asOf)}` +
+    (state.counted ? '' : ' (this database does not count its changes: ' +
+      `refreshed every ${POLL_UNCOUNTED_MS / 1000} s)`);
+  treeStatus();
+}
+
+function markStale(err) {
+  const first = state.lastError === null;
+  state.lastError = err;
+  document.body.classList.add('stale');
+  const el = $('freshness');
+  el.classList.add('error');
+  if (first) el.setAttribute('role', 'alert');
+  const why = err.status ? `answers ${err.message}` : 'unreachable';
+  el.textContent = `Server ${why}: data as of ${clock(state.asOf)} ` +
+    'may be stale; retrying…';
+}
+
+function schedulePoll(ms) {
+  clearTimeout(state.pollTimer);
+  if (!state.connected) return;
+  state.pollTimer = setTimeout(poll, ms);
+}
+
+function nextPollMs() {
+  if (!state.counted) return POLL_UNCOUNTED_MS;
+  return document.hidden ? POLL_HIDDEN_MS : POLL_MS;
+}
+
+async function poll() {
+  const gen = state.generation;
+  const since = state.dataToken ? `?since=${enc(state.dataToken)}` : '';
+  stats.polls += 1;
+  let changed;
+  try {
+    const body = await api(`ops/ui/providers${since}`);
+    if (gen !== state.generation) return;
+    changed = applyAnswer(body);
+  } catch (err) {
+    if (gen !== state.generation) return;
+    stats.pollErrors += 1;
+    if (refused(err)) {
+      disconnect(`Token refused (${err.message})`, true);
+      return;
+    }
+    markStale(err);
+    state.retryMs = Math.min(RETRY_MAX_MS, state.retryMs * 2);
+    schedulePoll(state.retryMs);
+    return;
+  }
+  markFresh();
+  if (changed.size) {
+    stats.lastChangeAt = performance.now();
+    showChanges(changed);
+  }
+  schedulePoll(nextPollMs());
+}
+
+// Redraw what shows the providers that changed.
+function showChanges(changed) {
+  if (state.selected && !state.byUuid.has(state.selected)) {
+    state.selected = null;
+    $('detail').replaceChildren(h('p', { class: 'muted' },
+      'That provider was deleted.'));
+  }
+  rebuildRows();
+  if (state.view === 'providers' && state.selected &&
+      (changed.has(state.selected) || [...changed].some(
+        (u) => state.byUuid.has(u) && rootOf(state.byUuid.get(u))
+          === rootOf(state.byUuid.get(state.selected))))) {
+    showProvider(state.selected, true);
+  }
+  if (state.view === 'totals') showTotals();
+  if (state.view === 'aggregates') route();
+  if (state.view === 'consumer' || state.view === 'usages') route(true);
+}
+
+// --- the provider tree ----------------------------------------------------
+
+function filtering() {
+  const f = state.filter;
+  return Boolean(f.text || f.rc || f.trait || f.agg || f.pct !== null);
+}
+
+function matches(rp) {
+  const f = state.filter;
+  if (f.text && !(rp.key.includes(f.text) || rp.uuid.startsWith(f.text))) {
+    return false;
+  }
+  if (f.rc && !rp.inv[f.rc]) return false;
+  if (f.trait && !rp.traits.includes(f.trait)) return false;
+  if (f.agg && !rp.aggs.includes(f.agg)) return false;
+  if (f.pct !== null && !(fullness(ownSums(rp), f.rc) > f.pct)) return false;
+  return true;
+}
+
+function ordered(list) {
+  if (state.sort !== 'usage') return list;
+  const rc = state.filter.rc;
+  const score = new Map(list.map((rp) => [rp.uuid,
+    fullness(rollup(rp.uuid), rc)]));
+  return list.slice().sort((a, b) => score.get(b.uuid) - score.get(a.uuid)
+    || byName(a, b));
+}
+
 function rebuildRows() {
   const rows = [];
-  const f = state.filter;
-  if (!f) {
+  const total = state.byUuid.size;
+  if (!filtering()) {
     const walk = (rp, depth) => {
       rows.push({ rp, depth });
       if (state.expanded.has(rp.uuid)) {
-        for (const c of state.children.get(rp.uuid) || []) walk(c, depth + 1);
+        for (const c of ordered(state.children.get(rp.uuid) || [])) {
+          walk(c, depth + 1);
+        }
       }
     };
-    for (const r of state.roots) walk(r, 0);
-    $('tree-count').textContent =
-      `${state.providers.length} providers, ${state.roots.length} trees`;
+    for (const r of ordered(state.roots)) walk(r, 0);
+    $('tree-count').textContent = `${total} providers, ` +
+      `${state.roots.length} trees`;
   } else {
     // Matches with their ancestors, so each match is seen in its tree.
     const keep = new Set();
-    let matches = 0;
-    for (const rp of state.providers) {
-      if (rp._key.includes(f) || rp.uuid.startsWith(f)) {
-        matches += 1;
-        let cur = rp;
-        while (cur && !keep.has(cur.uuid)) {
-          keep.add(cur.uuid);
-          cur = state.byUuid.get(cur.parent_provider_uuid);
-        }
+    let count = 0;
+    for (const rp of state.sorted) {
+      if (!matches(rp)) continue;
+      count += 1;
+      let cur = rp;
+      while (cur && !keep.has(cur.uuid)) {
+        keep.add(cur.uuid);
+        cur = state.byUuid.get(cur.parent);
       }
     }
     const walk = (rp, depth) => {
       rows.push({ rp, depth });
-      for (const c of state.children.get(rp.uuid) || []) {
+      for (const c of ordered(state.children.get(rp.uuid) || [])) {
         if (keep.has(c.uuid)) walk(c, depth + 1);
       }
     };
-    for (const r of state.roots) if (keep.has(r.uuid)) walk(r, 0);
-    $('tree-count').textContent = `${matches} of ${state.providers.length} ` +
-      'providers match';
+    for (const r of ordered(state.roots)) if (keep.has(r.uuid)) walk(r, 0);
+    $('tree-count').textContent = `${count} of ${total} providers match`;
   }
   state.rows = rows;
   state.focus = Math.min(state.focus, Math.max(rows.length - 1, 0));
@@ -184,7 +467,7 @@ function rebuildRows() {
 }
 
 function expandedIn(rp) {
-  return state.filter ? true : state.expanded.has(rp.uuid);
+  return filtering() ? true : state.expanded.has(rp.uuid);
 }
 
 // Rows are kept across redraws while what they show is unchanged: the
@@ -204,7 +487,7 @@ function renderRows() {
     const { rp, depth } = state.rows[i];
     const kids = state.children.get(rp.uuid);
     const open = expandedIn(rp);
-    const sig = `${i}|${depth}|${open}|${state.usage.has(rp.uuid)}`;
+    const sig = `${i}|${depth}|${open}|${rp.version}|${kids ? kids.length : 0}`;
     let row = rowCache.get(rp.uuid);
     if (!row || row.dataset.sig !== sig) {
       row = h('div', {
@@ -215,9 +498,9 @@ function renderRows() {
       },
       h('span', { class: 'toggle', 'aria-hidden': 'true' },
         kids ? (open ? '▾' : '▸') : ''),
-      h('span', { class: 'name' }, rp.name),
+      bdi(rp.name, { class: 'name', title: rp.name }),
       h('span', { class: 'uuid' }, rp.uuid.slice(0, 8)),
-      miniBars(rp.uuid));
+      miniBars(rp, kids));
       row.style.top = `${i * ROW_H}px`;
       row.style.paddingLeft = `${0.3 + depth * 1.2}rem`;
     }
@@ -246,22 +529,27 @@ function renderRows() {
   if (focusWasInTree && focusEl && document.activeElement !== focusEl) {
     focusEl.focus({ preventScroll: true });
   }
-  scheduleUsage(first, last);
 }
 
-function miniBars(uuid) {
-  const data = state.usage.get(uuid);
-  if (!data) return h('span', { class: 'minis' });
-  const bars = Object.entries(data.inventories).sort().map(([rc, inv]) => {
-    const cap = capacity(inv);
-    const used = data.usages[rc] || 0;
-    const fill = h('span');
-    fill.style.width = `${cap > 0 ? Math.min(100, (100 * used) / cap) : 0}%`;
-    return h('span', { class: 'mini-wrap', title: `${rc} ${fmt(used)} of ${fmt(cap)}` },
-      h('span', { class: 'mini-rc' }, shortClass(rc)),
-      h('span', { class: 'mini' }, fill));
+// A row's bars: its own inventory; for a provider with children, what its
+// whole tree holds and uses (a compute node with NUMA children has
+// nothing of its own), marked as such.
+function miniBars(rp, kids) {
+  const sums = kids ? rollup(rp.uuid) : ownSums(rp);
+  const bars = Object.entries(sums).sort().map(([rc, [cap, used]]) => {
+    const pct = pctOf(used, cap);
+    const fill = h('span', { class: pct >= HIGH_PCT ? 'high' : null });
+    fill.style.width = `${Math.min(100, pct)}%`;
+    return h('span', {
+      class: 'mini-wrap', 'data-rc': rc, 'data-pct': Math.round(pct),
+      title: `${kids ? 'tree ' : ''}${rc} ${fmt(used)} of ${fmt(cap)}`,
+    },
+    h('span', { class: 'mini-rc' }, shortClass(rc)),
+    h('span', { class: 'mini' }, fill));
   });
-  return h('span', { class: 'minis', 'aria-hidden': 'true' }, bars);
+  return h('span', {
+    class: `minis${kids ? ' rollup' : ''}`, 'aria-hidden': 'true',
+  }, kids && bars.length ? h('span', { class: 'sigma' }, 'Σ') : null, bars);
 }
 
 const SHORT = { MEMORY_MB: 'MEM', DISK_GB: 'DISK', SRIOV_NET_VF: 'VF' };
@@ -270,56 +558,8 @@ function shortClass(rc) {
   return name.length > 8 ? `${name.slice(0, 7)}…` : name;
 }
 
-function capacity(inv) {
-  return (inv.total - inv.reserved) * inv.allocation_ratio;
-}
-
-// Inventories and usages of the rows in view only, a few at a time.
-let usageTimer = null;
-function scheduleUsage(first, last) {
-  clearTimeout(usageTimer);
-  usageTimer = setTimeout(() => {
-    const want = [];
-    for (let i = first; i < last; i += 1) {
-      const { uuid } = state.rows[i].rp;
-      if (!state.usage.has(uuid) && !state.pending.has(uuid)) want.push(uuid);
-    }
-    let next = 0;
-    const worker = async () => {
-      while (next < want.length) {
-        const uuid = want[next];
-        next += 1;
-        try {
-          await usageOf(uuid);
-        } catch (e) {
-          return;   // the status line already says why
-        }
-      }
-      renderRows();
-    };
-    for (let k = 0; k < FETCH_PARALLEL; k += 1) worker();
-  }, 50);
-}
-
-async function usageOf(uuid) {
-  if (state.usage.has(uuid)) return state.usage.get(uuid);
-  state.pending.add(uuid);
-  try {
-    const [inv, use] = await Promise.all([
-      api(`resource_providers/${uuid}/inventories`),
-      api(`resource_providers/${uuid}/usages`),
-    ]);
-    const data = { inventories: inv.inventories, usages: use.usages };
-    stats.usageFetched = (stats.usageFetched || 0) + 1;
-    state.usage.set(uuid, data);
-    return data;
-  } finally {
-    state.pending.delete(uuid);
-  }
-}
-
 function toggle(uuid) {
-  if (state.filter || !state.children.has(uuid)) return;
+  if (filtering() || !state.children.has(uuid)) return;
   if (state.expanded.has(uuid)) state.expanded.delete(uuid);
   else state.expanded.add(uuid);
   rebuildRows();
@@ -356,10 +596,10 @@ function onTreeKey(ev) {
       else if (kids) moveFocus(state.focus + 1);
       break;
     case 'ArrowLeft':
-      if (kids && expandedIn(rp) && !state.filter) {
+      if (kids && expandedIn(rp) && !filtering()) {
         toggle(rp.uuid); moveFocus(state.focus);
-      } else if (rp.parent_provider_uuid) {
-        const p = state.rows.findIndex((r) => r.rp.uuid === rp.parent_provider_uuid);
+      } else if (rp.parent) {
+        const p = state.rows.findIndex((r) => r.rp.uuid === rp.parent);
         if (p >= 0) moveFocus(p);
       }
       break;
@@ -377,19 +617,28 @@ function onTreeKey(ev) {
   ev.preventDefault();
 }
 
+// A click does what Enter does: expand (or close) and show the provider.
 function onTreeClick(ev) {
   const row = ev.target.closest('.row');
   if (!row) return;
   const i = Number(row.dataset.index);
   state.focus = i;
-  if (ev.target.classList.contains('toggle')) toggle(row.dataset.uuid);
+  toggle(row.dataset.uuid);
   select(row.dataset.uuid);
   moveFocus(i);
 }
 
-function onSearch() {
+function onFilter() {
   const t0 = performance.now();
-  state.filter = $('search').value.trim().toLowerCase();
+  const pct = $('filter-pct').value.trim();
+  state.filter = {
+    text: $('search').value.trim().toLowerCase(),
+    rc: $('filter-rc').value,
+    trait: $('filter-trait').value,
+    agg: $('filter-agg').value,
+    pct: pct === '' || Number.isNaN(Number(pct)) ? null : Number(pct),
+  };
+  state.sort = $('sort').value;
   state.focus = 0;
   $('tree').scrollTop = 0;
   rebuildRows();
@@ -410,9 +659,9 @@ function select(uuid) {
 function revealProvider(uuid) {
   // Expand its ancestors so its row is in the tree.
   let cur = state.byUuid.get(uuid);
-  while (cur && cur.parent_provider_uuid) {
-    state.expanded.add(cur.parent_provider_uuid);
-    cur = state.byUuid.get(cur.parent_provider_uuid);
+  while (cur && cur.parent) {
+    state.expanded.add(cur.parent);
+    cur = state.byUuid.get(cur.parent);
   }
   rebuildRows();
   const i = state.rows.findIndex((r) => r.rp.uuid === uuid);
@@ -425,112 +674,234 @@ function revealProvider(uuid) {
   renderRows();
 }
 
-async function showProvider(uuid) {
+// ``again``: a refresh of the provider on screen (no "Loading…" flash).
+async function showProvider(uuid, again = false) {
   const pane = $('detail');
-  const rp = state.byUuid.get(uuid);
-  pane.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  const gen = state.generation;
+  if (!again) pane.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   try {
-    const [usage, traits, aggs, allocs] = await Promise.all([
-      usageOf(uuid),
-      api(`resource_providers/${uuid}/traits`),
-      api(`resource_providers/${uuid}/aggregates`),
-      api(`resource_providers/${uuid}/allocations`),
-    ]);
-    if (state.selected !== uuid) return;
-    pane.replaceChildren(providerDetail(rp, usage, traits.traits,
-      aggs.aggregates, allocs.allocations));
+    const { consumers } = await api(`ops/ui/providers/${uuid}/consumers`);
+    const rp = state.byUuid.get(uuid);
+    if (state.selected !== uuid || gen !== state.generation || !rp) return;
+    pane.replaceChildren(providerDetail(rp, consumers));
   } catch (err) {
-    fail(pane, err);
+    if (state.selected !== uuid || gen !== state.generation) return;
+    if (again) markStale(err);
+    else fail(pane, err);
   }
 }
 
-function providerDetail(rp, usage, traits, aggregates, allocations) {
-  const parent = rp.parent_provider_uuid;
-  const classes = Object.keys(usage.inventories).sort();
-  const consumers = Object.keys(allocations).sort();
-  return h('div', { id: 'provider-detail', 'data-uuid': rp.uuid },
-    h('h2', {}, rp.name),
-    h('p', { class: 'mono' }, rp.uuid, ` · generation ${rp.generation}`),
-    parent ? h('p', {}, 'Parent: ', providerLink(parent)) : null,
-    rp.root_provider_uuid !== rp.uuid && rp.root_provider_uuid !== parent
-      ? h('p', {}, 'Root: ', providerLink(rp.root_provider_uuid)) : null,
-    h('h3', {}, 'Resources'),
-    classes.length ? classes.map((rc) => resourceBar(rc,
-      usage.inventories[rc], usage.usages[rc] || 0))
-      : h('p', { class: 'muted' }, 'No inventory.'),
-    h('h3', {}, `Traits (${traits.length})`),
-    traits.length
-      ? h('ul', { class: 'chips', id: 'traits' },
-        traits.slice().sort().map((t) => h('li', {}, t)))
-      : h('p', { class: 'muted' }, 'None.'),
-    h('h3', {}, `Aggregates (${aggregates.length})`),
-    aggregates.length
-      ? h('ul', { class: 'chips', id: 'aggregates' },
-        aggregates.slice().sort().map((a) => h('li', {}, a)))
-      : h('p', { class: 'muted' }, 'None.'),
-    h('h3', {}, `Consumers (${consumers.length})`),
-    consumers.length ? h('table', { id: 'consumers' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'Consumer'),
-        h('th', {}, 'Resources here'))),
-      h('tbody', {}, consumers.map((c) => h('tr', {},
-        h('td', {}, h('a', { href: `#consumer/${c}`, class: 'mono' }, c)),
-        h('td', {}, resourcesText(allocations[c].resources))))))
-      : h('p', { class: 'muted' }, 'None.'));
+function providerDetail(rp, consumers) {
+  const parent = rp.parent;
+  const root = rootOf(rp);
+  const kids = state.children.get(rp.uuid);
+  const classes = Object.keys(rp.inv).sort();
+  const sums = kids ? rollup(rp.uuid) : null;
+  return h('div', {
+    id: 'provider-detail', 'data-uuid': rp.uuid,
+    'data-generation': rp.generation,
+  },
+  h('h2', {}, bdi(rp.name)),
+  h('p', { class: 'mono' }, rp.uuid, ` · generation ${rp.generation}`),
+  parent ? h('p', {}, 'Parent: ', providerLink(parent)) : null,
+  root !== rp.uuid && root !== parent
+    ? h('p', {}, 'Root: ', providerLink(root)) : null,
+  h('h3', {}, 'Resources'),
+  classes.length ? h('div', { id: 'own-resources' }, classes.map(
+    (rc) => resourceBar(rc, rp.inv[rc])))
+    : h('p', { class: 'muted' }, 'No inventory of its own.'),
+  sums ? [h('h3', {}, 'This tree below and including it'),
+    h('div', { id: 'tree-resources' }, Object.keys(sums).sort().map(
+      (rc) => sumBar(rc, sums[rc])))] : null,
+  h('h3', {}, `Traits (${rp.traits.length})`),
+  rp.traits.length
+    ? h('ul', { class: 'chips', id: 'traits' },
+      rp.traits.map((t) => h('li', {}, t)))
+    : h('p', { class: 'muted' }, 'None.'),
+  h('h3', {}, `Aggregates (${rp.aggs.length})`),
+  rp.aggs.length
+    ? h('ul', { class: 'chips', id: 'aggregates' },
+      rp.aggs.map((a) => h('li', {}, h('a', { href: `#aggregate/${a}` }, a))))
+    : h('p', { class: 'muted' }, 'None.'),
+  h('h3', {}, `Consumers (${consumers.length})`),
+  consumers.length ? h('table', { id: 'consumers' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'Consumer'), h('th', {}, 'Project'),
+      h('th', {}, 'User'), h('th', {}, 'Type'),
+      h('th', {}, 'Resources here'))),
+    h('tbody', {}, consumers.map((c) => h('tr', { 'data-consumer': c.consumer_uuid },
+      h('td', { class: 'consumer' }, h('a', {
+        href: `#consumer/${enc(c.consumer_uuid)}`, class: 'mono',
+      }, c.consumer_uuid)),
+      h('td', { class: 'project' }, c.project_id === null ? '' : h('a', {
+        href: `#usages/${enc(c.project_id)}`,
+      }, bdi(c.project_id))),
+      h('td', { class: 'user' }, c.user_id === null ? '' : h('a', {
+        href: `#usages/${enc(c.project_id)}/${enc(c.user_id)}`,
+      }, bdi(c.user_id))),
+      h('td', { class: 'type' }, c.consumer_type || ''),
+      h('td', {}, resourcesText(c.resources))))))
+    : h('p', { class: 'muted' }, 'None.'));
 }
 
 const MAX_INT = 2147483647;
 
-// The bar is the whole inventory (total x ratio): used from the left,
-// reserved (hatched) at the right end, free room in between.
-function resourceBar(rc, inv, used) {
-  const cap = capacity(inv);
-  const whole = inv.total * inv.allocation_ratio;
-  const pct = cap > 0 ? Math.min(100, (100 * used) / cap) : 0;
-  const fill = h('span', { class: `used${pct >= 90 ? ' high' : ''}` });
-  fill.style.width = `${whole > 0 ? Math.min(100, (100 * used) / whole) : 0}%`;
+function meter(label, used, cap, usedPct, heldPct) {
+  const pct = pctOf(used, cap);
+  const fill = h('span', { class: `used${pct >= HIGH_PCT ? ' high' : ''}` });
+  fill.style.width = `${Math.min(100, usedPct)}%`;
   const held = h('span', { class: 'reserved' });
-  held.style.width = `${whole > 0 ? (100 * inv.reserved * inv.allocation_ratio) / whole : 0}%`;
-  const label = `${rc}: ${fmt(used)} used of ${fmt(cap)}`;
-  const units = inv.min_unit !== 1 || inv.max_unit !== MAX_INT
-    || inv.step_size !== 1
-    ? `, unit ${inv.min_unit}–${fmt(inv.max_unit)} step ${inv.step_size}` : '';
-  return h('div', {
-    class: 'res', 'data-rc': rc, 'data-used': used, 'data-capacity': cap,
-    'data-total': inv.total, 'data-reserved': inv.reserved,
-  },
-  h('span', { class: 'rc' }, rc),
-  h('span', {
+  held.style.width = `${heldPct}%`;
+  return h('span', {
     class: 'bar', role: 'meter', 'aria-label': label,
     'aria-valuemin': 0, 'aria-valuemax': cap, 'aria-valuenow': used,
-  }, fill, held),
+  }, fill, held);
+}
+
+// The bar is the whole inventory (total x ratio): used from the left,
+// reserved (hatched) at the right end, free room in between.
+function resourceBar(rc, inv) {
+  const [total, reserved, ratio, lo, hi, step, used] = inv;
+  const cap = capacity(inv);
+  const whole = total * ratio;
+  const pct = pctOf(used, cap);
+  const units = lo !== 1 || hi !== MAX_INT || step !== 1
+    ? `, unit ${lo}–${fmt(hi)} step ${step}` : '';
+  return h('div', {
+    class: 'res', 'data-rc': rc, 'data-used': used, 'data-capacity': cap,
+    'data-total': total, 'data-reserved': reserved,
+  },
+  h('span', { class: 'rc' }, rc),
+  meter(`${rc}: ${fmt(used)} used of ${fmt(cap)}`, used, cap,
+    whole > 0 ? (100 * used) / whole : 0,
+    whole > 0 ? (100 * reserved) / total : 0),
   h('span', { class: 'numbers' },
     `${fmt(used)} used of ${fmt(cap)} (${Math.round(pct)}%; total ` +
-    `${fmt(inv.total)}, reserved ${fmt(inv.reserved)}, ratio ` +
-    `${inv.allocation_ratio}${units})`));
+    `${fmt(total)}, reserved ${fmt(reserved)}, ratio ${ratio}${units})`));
+}
+
+// Sums over several inventories: capacity after ratio, so no hatching.
+function sumBar(rc, [cap, used, reserved, total]) {
+  const pct = pctOf(used, cap);
+  return h('div', {
+    class: 'res', 'data-rc': rc, 'data-used': used, 'data-capacity': cap,
+  },
+  h('span', { class: 'rc' }, rc),
+  meter(`${rc}: ${fmt(used)} used of ${fmt(cap)}`, used, cap, pct, 0),
+  h('span', { class: 'numbers' },
+    `${fmt(used)} used of ${fmt(cap)} (${Math.round(pct)}%; total ` +
+    `${fmt(total)}, reserved ${fmt(reserved)})`));
+}
+
+// --- cloud-wide totals and aggregates --------------------------------------------
+
+function sumOver(rps) {
+  const out = {};
+  for (const rp of rps) {
+    for (const [rc, inv] of Object.entries(rp.inv)) {
+      const acc = out[rc] || (out[rc] = { n: 0, cap: 0, used: 0, reserved: 0, total: 0 });
+      acc.n += 1; acc.cap += capacity(inv); acc.used += inv[6];
+      acc.reserved += inv[1]; acc.total += inv[0];
+    }
+  }
+  return out;
+}
+
+function totalsTable(id, sums) {
+  const classes = Object.keys(sums).sort();
+  if (!classes.length) return h('p', { class: 'muted' }, 'No inventory.');
+  return h('table', { id },
+    h('thead', {}, h('tr', {}, h('th', {}, 'Resource class'),
+      h('th', { class: 'num' }, 'Providers'), h('th', { class: 'num' }, 'Total'),
+      h('th', { class: 'num' }, 'Reserved'),
+      h('th', { class: 'num' }, 'Capacity'), h('th', { class: 'num' }, 'Used'),
+      h('th', { class: 'num' }, 'Free'), h('th', {}, 'Used %'))),
+    h('tbody', {}, classes.map((rc) => {
+      const s = sums[rc];
+      const pct = pctOf(s.used, s.cap);
+      return h('tr', { 'data-rc': rc },
+        h('td', {}, rc), h('td', { class: 'num' }, fmt(s.n)),
+        h('td', { class: 'num', 'data-k': 'total' }, fmt(s.total)),
+        h('td', { class: 'num', 'data-k': 'reserved' }, fmt(s.reserved)),
+        h('td', { class: 'num', 'data-k': 'capacity' }, fmt(s.cap)),
+        h('td', { class: 'num', 'data-k': 'used' }, fmt(s.used)),
+        h('td', { class: 'num', 'data-k': 'free' }, fmt(s.cap - s.used)),
+        h('td', { class: 'pct' }, meter(`${rc} ${Math.round(pct)}% used`,
+          s.used, s.cap, pct, 0), ` ${Math.round(pct)}%`));
+    })));
+}
+
+function showTotals() {
+  const rps = [...state.byUuid.values()];
+  $('totals-result').replaceChildren(h('h2', {}, 'Cloud-wide totals'),
+    h('p', { class: 'muted' }, `Over ${rps.length} providers; capacity is ` +
+      '(total − reserved) × allocation ratio.'),
+    totalsTable('totals-table', sumOver(rps)));
+}
+
+function members(agg) {
+  return state.sorted.filter((rp) => rp.aggs.includes(agg));
+}
+
+function showAggregates() {
+  const rows = state.aggregates.map((agg) => {
+    const ms = members(agg);
+    const sums = sumOver(ms);
+    return h('tr', { 'data-aggregate': agg },
+      h('td', {}, h('a', { href: `#aggregate/${agg}`, class: 'mono' }, agg)),
+      h('td', { class: 'num' }, ms.length),
+      h('td', {}, Object.keys(sums).sort().map((rc) => h('div', {},
+        `${rc}: ${fmt(sums[rc].used)} used of ${fmt(sums[rc].cap)}`))));
+  });
+  $('aggregates-result').replaceChildren(h('h2', {}, 'Aggregates'),
+    rows.length ? h('table', { id: 'aggregates-table' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Aggregate'),
+        h('th', { class: 'num' }, 'Members'),
+        h('th', {}, 'Members’ own inventories'))),
+      h('tbody', {}, rows))
+      : h('p', { class: 'muted' }, 'No provider is in an aggregate.'));
+}
+
+function showAggregate(agg) {
+  const ms = members(agg);
+  $('aggregates-result').replaceChildren(h('div', { id: 'aggregate-detail' },
+    h('h2', {}, 'Aggregate ', h('span', { class: 'mono' }, agg)),
+    h('p', {}, h('a', { href: '#aggregates' }, 'All aggregates')),
+    h('h3', {}, 'Totals of its members'),
+    totalsTable('aggregate-totals', sumOver(ms)),
+    h('h3', {}, `Members (${ms.length})`),
+    ms.length ? h('table', { id: 'aggregate-members' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Provider'),
+        h('th', {}, 'Used of capacity'))),
+      h('tbody', {}, ms.map((rp) => h('tr', { 'data-uuid': rp.uuid },
+        h('td', {}, providerLink(rp.uuid)),
+        h('td', {}, Object.entries(ownSums(rp)).sort().map(([rc, [cap, used]]) =>
+          h('div', {}, `${rc}: ${fmt(used)} of ${fmt(cap)}`)))))))
+      : h('p', { class: 'muted' }, 'No members.')));
 }
 
 // --- a consumer -------------------------------------------------------------
 
-async function showConsumer(consumer) {
+async function showConsumer(consumer, again) {
   const out = $('consumer-result');
   $('consumer-id').value = consumer;
-  out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  if (!again) out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   try {
     const body = await api(`allocations/${enc(consumer)}`);
     const rps = Object.keys(body.allocations);
     if (!rps.length) {
-      out.replaceChildren(h('p', {}, `Consumer ${consumer} has no allocations.`));
+      out.replaceChildren(h('p', { id: 'consumer-none' }, 'Consumer ',
+        bdi(consumer), ' has no allocations.'));
       return;
     }
     const project = body.project_id;
     out.replaceChildren(h('div', { id: 'consumer-detail' },
-      h('h2', {}, 'Consumer ', h('span', { class: 'mono' }, consumer)),
+      h('h2', {}, 'Consumer ', h('span', { class: 'mono' }, bdi(consumer))),
       h('table', {},
         h('tbody', {},
           h('tr', {}, h('th', {}, 'Project'), h('td', { id: 'consumer-project' },
-            h('a', { href: `#usages/${enc(project)}` }, project))),
+            h('a', { href: `#usages/${enc(project)}` }, bdi(project)))),
           h('tr', {}, h('th', {}, 'User'), h('td', { id: 'consumer-user' },
-            body.user_id)),
+            bdi(body.user_id))),
           h('tr', {}, h('th', {}, 'Consumer type'),
             h('td', { id: 'consumer-type' }, body.consumer_type || '')),
           h('tr', {}, h('th', {}, 'Generation'),
@@ -549,11 +920,11 @@ async function showConsumer(consumer) {
 
 // --- usages of a project ------------------------------------------------------
 
-async function showUsages(project, user) {
+async function showUsages(project, user, again) {
   const out = $('usages-result');
   $('usages-project').value = project;
   $('usages-user').value = user || '';
-  out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  if (!again) out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   let q = `usages?project_id=${enc(project)}`;
   if (user) q += `&user_id=${enc(user)}`;
   try {
@@ -564,19 +935,22 @@ async function showUsages(project, user) {
     const types = Object.keys(groups).sort();
     const classes = [...new Set(types.flatMap((t) => Object.keys(groups[t])
       .filter((k) => k !== 'consumer_count')))].sort();
+    const who = [h('span', { id: 'usages-who' }, bdi(project)),
+      user ? [' (user ', bdi(user), ')'] : null];
     if (!types.length) {
-      out.replaceChildren(h('p', {}, `Project ${project} uses nothing.`));
+      out.replaceChildren(h('p', {}, 'Project ', who, ' uses nothing.'));
       return;
     }
-    out.replaceChildren(h('table', { id: 'usages-table' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'Consumer type'),
-        h('th', { class: 'num' }, 'Consumers'),
-        classes.map((c) => h('th', { class: 'num' }, c)))),
-      h('tbody', {}, types.map((t) => h('tr', { 'data-type': t },
-        h('td', {}, t),
-        h('td', { class: 'num' }, groups[t].consumer_count ?? ''),
-        classes.map((c) => h('td', { class: 'num', 'data-rc': c },
-          fmt(groups[t][c] || 0))))))));
+    out.replaceChildren(h('h2', {}, 'Usages of project ', who),
+      h('table', { id: 'usages-table' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Consumer type'),
+          h('th', { class: 'num' }, 'Consumers'),
+          classes.map((c) => h('th', { class: 'num' }, c)))),
+        h('tbody', {}, types.map((t) => h('tr', { 'data-type': t },
+          h('td', {}, t),
+          h('td', { class: 'num' }, groups[t].consumer_count ?? ''),
+          classes.map((c) => h('td', { class: 'num', 'data-rc': c },
+            fmt(groups[t][c] || 0))))))));
   } catch (err) {
     fail(out, err);
   }
@@ -586,9 +960,7 @@ async function showUsages(project, user) {
 
 async function runCandidates(query) {
   const out = $('candidates-result');
-  const why = $('explain-result');
   $('candidates-query').value = query;
-  why.replaceChildren();
   out.replaceChildren(h('p', { class: 'muted' }, 'Searching…'));
   try {
     const body = await api(`allocation_candidates?${query}`);
@@ -597,8 +969,10 @@ async function runCandidates(query) {
       type: 'button', id: 'explain-button',
       onclick: () => runExplain(query),
     }, reqs.length ? 'Why not more?' : 'Why none?');
+    // The explanation goes above the candidates, where the button is.
     out.replaceChildren(...[
       h('p', { id: 'candidates-count' }, `${reqs.length} candidates `, explain),
+      h('div', { id: 'explain-result' }),
       reqs.length ? h('table', { id: 'candidates-table' },
         h('thead', {}, h('tr', {}, h('th', { class: 'num' }, '#'),
           h('th', {}, 'Allocations'))),
@@ -607,14 +981,15 @@ async function runCandidates(query) {
           h('td', {}, Object.entries(req.allocations).map(([rp, a]) =>
             h('div', {}, providerLink(rp), ` ${resourcesText(a.resources)}`)))))))
         : null].filter(Boolean));
-    if (!reqs.length) await runExplain(query);
+    if (!reqs.length) await runExplain(query, false);
   } catch (err) {
     fail(out, err);
   }
 }
 
-async function runExplain(query) {
+async function runExplain(query, focus = true) {
   const out = $('explain-result');
+  if (!out) return;
   out.replaceChildren(h('p', { class: 'muted' }, 'Explaining…'));
   try {
     const ex = await api(`ops/explain/allocation_candidates?${query}`);
@@ -629,8 +1004,12 @@ async function runExplain(query) {
       label: 'kept (in a candidate)', in: comb.kept, kept: comb.kept,
       removed: 0,
     }]);
+    // Providers that made it are not "excluded".
+    const excluded = (ex.explained || []).filter((e) => !e.kept);
+    const heading = h('h3', { tabindex: '-1', id: 'explanation-heading' },
+      'Explanation');
     out.replaceChildren(h('div', { id: 'explanation' },
-      h('h3', {}, 'Explanation'),
+      heading,
       h('p', {}, `${ex.candidates} candidates; providers kept: ` +
         `${ex.providers.kept} of ${ex.providers.total}`),
       h('table', { id: 'explain-steps' },
@@ -638,14 +1017,18 @@ async function runExplain(query) {
           h('th', { class: 'num' }, 'In'), h('th', { class: 'num' }, 'Kept'),
           h('th', { class: 'num' }, 'Removed'))),
         h('tbody', {}, steps)),
-      (ex.explained || []).length ? [h('h3', {}, 'Excluded providers'),
+      excluded.length ? [h('h3', {}, 'Excluded providers'),
         h('ul', { id: 'explain-reasons' },
-          ex.explained.map((e) => h('li', {}, e.reason))),
+          excluded.map((e) => h('li', {}, bdi(e.reason)))),
         ex.not_shown ? h('p', { class: 'muted' }, `${ex.not_shown} more ` +
           'providers not shown.') : null] : null,
       (ex.suggestions || []).length ? [h('h3', {}, 'What would change that'),
         h('ul', { id: 'explain-suggestions' },
           ex.suggestions.map((s) => h('li', {}, s)))] : null));
+    if (focus) {
+      heading.focus({ preventScroll: true });
+      heading.scrollIntoView({ block: 'start' });
+    }
   } catch (err) {
     fail(out, err);
   }
@@ -675,7 +1058,8 @@ async function runCapacity(query) {
         h('thead', {}, h('tr', {}, h('th', {}, 'Aggregate'),
           h('th', { class: 'num' }, 'Fits'))),
         h('tbody', {}, aggs.map(([agg, n]) => h('tr', { 'data-aggregate': agg },
-          h('td', { class: 'mono' }, agg), h('td', { class: 'num' }, n)))))
+          h('td', { class: 'mono' }, h('a', { href: `#aggregate/${agg}` }, agg)),
+          h('td', { class: 'num' }, n)))))
         : h('p', { class: 'muted' }, 'No aggregates.'),
       h('h3', {}, 'Per tree'),
       h('table', { id: 'capacity-trees' },
@@ -692,6 +1076,7 @@ async function runCapacity(query) {
 // --- views and wiring -------------------------------------------------------------
 
 function showView(name) {
+  state.view = name;
   for (const v of document.querySelectorAll('.view')) {
     v.hidden = v.id !== `view-${name}`;
   }
@@ -701,42 +1086,112 @@ function showView(name) {
   }
 }
 
-function route() {
-  const hash = decodeURIComponent(location.hash.slice(1));
-  const [head, ...rest] = hash.split('/');
-  const arg = rest.join('/');
-  if (!state.token) return;
+// The hash is "#view/part/part?query": each part percent-encoded on its
+// own (a project id may hold "/", a consumer box "%").
+function parseHash() {
+  const raw = location.hash.slice(1);
+  const q = raw.indexOf('?');
+  const path = q >= 0 ? raw.slice(0, q) : raw;
+  const query = q >= 0 ? raw.slice(q + 1) : '';
+  const [head, ...rest] = path.split('/').map(dec);
+  return { head, rest, query };
+}
+
+// ``again``: the data changed under an open view; redraw it quietly.
+function route(again = false) {
+  if (!state.connected) return;
+  const { head, rest, query } = parseHash();
+  const arg = rest[0];
   if (head === 'provider' && arg) {
     showView('providers');
     if (state.byUuid.has(arg)) {
       revealProvider(arg);
       showProvider(arg);
     }
+  } else if (head === 'totals') {
+    showView('totals');
+    showTotals();
+  } else if (head === 'aggregates') {
+    showView('aggregates');
+    showAggregates();
+  } else if (head === 'aggregate' && arg) {
+    showView('aggregates');
+    showAggregate(arg);
   } else if (head === 'consumer') {
     showView('consumer');
-    if (arg) showConsumer(arg);
+    if (arg) showConsumer(arg, again);
+    else $('consumer-result').replaceChildren();
   } else if (head === 'usages') {
     showView('usages');
-    if (arg) showUsages(...arg.split('/'));
-  } else if (head.startsWith('candidates')) {
+    if (arg) showUsages(arg, rest[1], again);
+  } else if (head === 'candidates') {
     showView('candidates');
-    const q = location.hash.split('?').slice(1).join('?');
-    if (q) runCandidates(q);
-  } else if (head.startsWith('capacity')) {
+    if (query && !again) runCandidates(query);
+  } else if (head === 'capacity') {
     showView('capacity');
-    const q = location.hash.split('?').slice(1).join('?');
-    if (q) runCapacity(q);
+    if (query && !again) runCapacity(query);
   } else {
     showView('providers');
   }
 }
 
+// Forget everything the last token saw: nothing of it stays on screen.
+function clearData() {
+  state.generation += 1;
+  state.connected = false;
+  clearTimeout(state.pollTimer);
+  state.dataToken = null;
+  state.asOf = null;
+  state.lastError = null;
+  state.byUuid = new Map();
+  state.byId = new Map();
+  state.children = new Map();
+  state.roots = [];
+  state.sorted = [];
+  state.rows = [];
+  state.selected = null;
+  state.expanded = new Set();
+  state.rollups = new Map();
+  rowCache = new Map();
+  $('tree-spacer').replaceChildren();
+  $('tree-spacer').style.height = '0px';
+  $('tree-count').textContent = '';
+  $('freshness').textContent = '';
+  $('freshness').classList.remove('error');
+  document.body.classList.remove('stale');
+  $('detail').replaceChildren(h('p', { class: 'muted' },
+    'Connect with a token, then pick a provider.'));
+  for (const id of ['totals-result', 'aggregates-result', 'consumer-result',
+    'usages-result', 'candidates-result', 'capacity-result']) {
+    $(id).replaceChildren();
+  }
+  for (const id of ['filter-rc', 'filter-trait', 'filter-agg']) {
+    fillSelect(id, []);
+  }
+  $('disconnect').hidden = true;
+}
+
+function disconnect(message, error = false) {
+  clearData();
+  state.token = '';
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('token').value = '';
+  setStatus(message, error);
+}
+
 async function connect() {
+  clearData();
+  const gen = state.generation;
   try {
     await loadProviders();
+    if (gen !== state.generation) return;
+    $('disconnect').hidden = false;
     route();
+    schedulePoll(nextPollMs());
   } catch (err) {
-    setStatus(err.status === 401 || err.status === 403
+    if (gen !== state.generation) return;
+    clearData();
+    setStatus(refused(err)
       ? `Token refused (${err.message})` : `Cannot list providers: ${err.message}`,
     true);
   }
@@ -748,7 +1203,18 @@ function go(hash) {
   else location.hash = hash;
 }
 
-function init() {
+async function loadSettings() {
+  try {
+    const resp = await fetch(new URL('settings.json', location.href));
+    if (resp.ok) state.noauth2 = Boolean((await resp.json()).noauth2);
+  } catch (e) {
+    state.noauth2 = false;
+  }
+  $('token-hint').textContent = state.noauth2
+    ? 'noauth2: the token names a user; admin is an admin' : '';
+}
+
+async function init() {
   $('token').value = state.token;
   $('login').addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -756,14 +1222,23 @@ function init() {
     sessionStorage.setItem(TOKEN_KEY, state.token);
     connect();
   });
-  $('search').addEventListener('input', onSearch);
+  $('disconnect').addEventListener('click', () => {
+    disconnect('Disconnected.');
+    $('token').focus();
+  });
+  for (const id of ['search', 'filter-pct']) {
+    $(id).addEventListener('input', onFilter);
+  }
+  for (const id of ['filter-rc', 'filter-trait', 'filter-agg', 'sort']) {
+    $(id).addEventListener('change', onFilter);
+  }
   const tree = $('tree');
   tree.addEventListener('scroll', () => renderRows(), { passive: true });
   tree.addEventListener('keydown', onTreeKey);
   tree.addEventListener('click', onTreeClick);
   $('consumer-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    go(`consumer/${$('consumer-id').value.trim()}`);
+    go(`consumer/${enc($('consumer-id').value.trim())}`);
   });
   $('usages-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -779,9 +1254,15 @@ function init() {
     ev.preventDefault();
     go(`capacity?${$('capacity-query').value.trim()}`);
   });
-  window.addEventListener('hashchange', route);
+  window.addEventListener('hashchange', () => route());
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden && state.connected && !state.lastError) {
+      schedulePoll(0);
+    }
+  });
+  await loadSettings();
   if (state.token) connect();
-  else setStatus('Enter a token (with noauth2: admin).');
+  else setStatus('Enter a token.');
 }
 
 init();
