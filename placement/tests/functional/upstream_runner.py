@@ -1,4 +1,4 @@
-"""Serve GET requests with upstream placement (run by its own venv).
+"""Serve requests with upstream placement (run by its own venv).
 
 Usage: .upstream-venv/bin/python upstream_runner.py DB [init]
   [MAX_CANDIDATES]
@@ -6,9 +6,11 @@ Usage: .upstream-venv/bin/python upstream_runner.py DB [init]
 DB is a SQLite file's path or a database URL.
 
 ``init`` creates the schema with upstream's migrations and exits. Without
-it, each stdin line is JSON {"path": ..., "version": ...}; each answer is
-one stdout line {"status": int, "body": ...}. This file must not import
-our ``placement`` package: it runs under upstream's interpreter.
+it, each stdin line is JSON {"path": ..., "version": ...} and optionally
+"method" (GET by default), "body" (sent as JSON) and "headers" (added);
+each answer is one stdout line {"status": int, "body": ...} (a text when
+not JSON). This file must not import our ``placement`` package: it runs
+under upstream's interpreter.
 """
 import json
 import logging
@@ -44,9 +46,14 @@ def main():
     app = deploy.loadapp(conf)
     for line in sys.stdin:
         req = json.loads(line)
-        wreq = webob.Request.blank(req['path'], headers={
-            'x-auth-token': 'admin', 'accept': 'application/json',
-            'openstack-api-version': 'placement %s' % req['version']})
+        wreq = webob.Request.blank(
+            req['path'], method=req.get('method', 'GET'), headers={
+                'x-auth-token': 'admin', 'accept': 'application/json',
+                'openstack-api-version': 'placement %s' % req['version']})
+        wreq.headers.update(req.get('headers') or {})
+        if req.get('body') is not None:
+            wreq.body = json.dumps(req['body']).encode()
+            wreq.content_type = 'application/json'
         resp = wreq.get_response(app)
         try:
             body = json.loads(resp.body)

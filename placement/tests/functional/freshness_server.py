@@ -1,0 +1,119 @@
+"""One of our placement processes, for the freshness check (freshness.py).
+
+Usage: python freshness_server.py DB_URL [--sql|--reload-every-request]
+
+Serves our WSGI app over an existing database, one request at a time,
+through JSON lines rather than HTTP: each stdin line is {"method",
+"path", "version", "body", "headers"} and each answer one stdout line
+{"status", "body", "ms"} (ms: the time it took here). What the check is
+about -- every process keeping its own world (candidates/world.py) and
+refreshing it from the database's change counters -- is the same as
+under gunicorn; a socket per request
+would only make each of the check's steps slower.
+
+``--sql`` answers allocation candidates with the SQL engine
+(``gather.USE_WORLD = False``): the check's reference. That process also
+runs ``placement-manage`` commands: a line {"manage": [args]} runs
+``placement-manage args`` in it, answering {"status": exit code, "body":
+output}. It keeps no world, so the command's own configuration of the
+database (the same options, hence the same engine) disturbs nothing.
+
+``--reload-every-request`` (the check's control run) reads the whole
+world again at every request: such a world cannot be stale, so whatever
+still differs from SQL is the check's fault or the engines'.
+"""
+import contextlib
+import io
+import json
+import logging
+import sys
+import time
+
+import webob
+
+
+def _always_reload():
+    from placement.objects.candidates import world
+
+    def refresh(self, ctx, conn):
+        self._load(ctx, conn, None)
+
+    world.World.refresh = refresh
+
+
+def _app(url, use_world):
+    from placement.objects.candidates import gather
+    from placement import conf as placement_conf
+    from placement import deploy
+    gather.USE_WORLD = use_world
+    conf = placement_conf.build_conf(args=[], default_config_files=[])
+    conf.set_override('auth_strategy', 'noauth2', group='api')
+    conf.set_override('connection', url, group='placement_database')
+    conf.set_override('sync_on_startup', False, group='placement_database')
+    conf.set_override('sqlite_synchronous', False, group='placement_database')
+    return deploy.loadapp(conf)
+
+
+def _call(app, req):
+    wreq = webob.Request.blank(req['path'], method=req['method'], headers={
+        'x-auth-token': 'admin', 'accept': 'application/json',
+        'openstack-api-version': 'placement %s' % req['version']})
+    wreq.headers.update(req.get('headers') or {})
+    if req.get('body') is not None:
+        wreq.body = json.dumps(req['body']).encode()
+        wreq.content_type = 'application/json'
+    resp = wreq.get_response(app)
+    try:
+        body = json.loads(resp.body) if resp.body else None
+    except ValueError:
+        body = resp.text
+    return {'status': resp.status_int, 'body': body}
+
+
+def _manage(conf_path, args):
+    from placement.cmd import manage
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            status = manage.main(['--config-file', conf_path] + args)
+        except SystemExit as e:
+            status = e.code
+    return {'status': status, 'body': out.getvalue()}
+
+
+def main():
+    url = sys.argv[1]
+    sql = '--sql' in sys.argv[2:]
+    # Errors only (a 500's traceback), to stderr: the check shows them.
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    if '--reload-every-request' in sys.argv[2:]:
+        _always_reload()
+    app = _app(url, use_world=not sql)
+    conf_path = None
+    if sql:
+        import tempfile
+        fd, conf_path = tempfile.mkstemp(prefix='freshness-', suffix='.conf')
+        with open(fd, 'w') as f:
+            f.write('[placement_database]\nconnection = %s\n' % url)
+    # Ready: the caller waits for this line before its first request.
+    sys.stdout.write('{"ready": true}\n')
+    sys.stdout.flush()
+    try:
+        for line in sys.stdin:
+            start = time.perf_counter()
+            req = json.loads(line)
+            if 'manage' in req:
+                answer = _manage(conf_path, req['manage'])
+            else:
+                answer = _call(app, req)
+            answer['ms'] = round(1000 * (time.perf_counter() - start), 3)
+            sys.stdout.write(json.dumps(answer) + '\n')
+            sys.stdout.flush()
+    finally:
+        if conf_path:
+            import os
+            os.unlink(conf_path)
+
+
+if __name__ == '__main__':
+    main()
