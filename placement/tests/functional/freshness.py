@@ -110,6 +110,16 @@ class Child:
         self.send(req)
         return self.receive()
 
+    def cpu(self):
+        """Seconds of CPU this process used so far (Linux; 0 elsewhere)."""
+        try:
+            with open('/proc/%d/stat' % self.proc.pid) as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf(
+            'SC_CLK_TCK')
+
     def stderr(self):
         self._err.seek(0)
         return self._err.read().decode(errors='replace')
@@ -196,6 +206,11 @@ class Cluster:
         """Every process of ours (the writers of ours)."""
         return self.worlds + [self.sql]
 
+    def cpu(self):
+        """CPU seconds used so far by this process and the children."""
+        return time.process_time() + sum(
+            c.cpu() for c in self.worlds + [self.sql, self.upstream] if c)
+
     def manage(self, *args):
         return self.sql.call({'manage': list(args)})
 
@@ -259,6 +274,8 @@ class Snapshot:
             self.rp_traits[rp].add(tid)
         self.agg_uuids = dict(conn.execute(
             sa.select(_AGG.c.id, _AGG.c.uuid)).all())
+        self.agg_ids = {u: i for i, u in self.agg_uuids.items()}
+        self.rp_by_uuid = {r.uuid: r.id for r in self.rps.values()}
         self.rp_aggs = collections.defaultdict(set)
         for rp, aid in conn.execute(sa.select(_RPA.c.resource_provider_id,
                                               _RPA.c.aggregate_id)):
@@ -798,13 +815,15 @@ class SqlWrites:
 
     WEIGHTS = {
         'sql_inventory_update': 8, 'sql_inventory_insert': 3,
-        'sql_inventory_delete': 3, 'sql_allocation_delete': 6,
-        'sql_allocation_insert': 5, 'sql_allocation_move': 5,
-        'sql_trait_add': 4, 'sql_trait_remove': 3,
+        'sql_inventory_delete': 3, 'sql_inventory_move': 2,
+        'sql_allocation_delete': 6, 'sql_allocation_insert': 5,
+        'sql_allocation_move': 5, 'sql_allocation_update': 3,
+        'sql_trait_add': 4, 'sql_trait_remove': 3, 'sql_trait_change': 3,
         'sql_aggregate_add': 4, 'sql_aggregate_remove': 3,
+        'sql_aggregate_change': 3,
         'sql_reparent': 4, 'sql_provider_insert': 2,
         'sql_provider_delete': 2, 'sql_class_rename': 3,
-        'sql_trait_rename': 2,
+        'sql_class_recreate': 2, 'sql_trait_rename': 2,
     }
 
     def make(self, rnd, snap):
@@ -888,6 +907,69 @@ class SqlWrites:
                  'resource_class_id = :rc', {'to': rnd.choice(others),
                                              'c': consumer, 'rp': rp,
                                              'rc': rc})]
+
+    def sql_allocation_update(self, rnd, snap):
+        if not snap.allocs:
+            return None
+        consumer = rnd.choice(sorted(snap.allocs))
+        rp, rc = rnd.choice(sorted(snap.allocs[consumer]))
+        return [('UPDATE allocations SET used = :u WHERE consumer_id = :c '
+                 'AND resource_provider_id = :rp AND resource_class_id = :rc',
+                 {'u': snap.amount(rnd, rp, rc, consumer), 'c': consumer,
+                  'rp': rp, 'rc': rc})]
+
+    def sql_inventory_move(self, rnd, snap):
+        """A reshape by hand: an inventory (and the allocations against
+        it) to another provider."""
+        if not snap.inv:
+            return None
+        rp, rc = rnd.choice(sorted(snap.inv))
+        others = [r for r in sorted(snap.rps) if (r, rc) not in snap.inv]
+        if not others:
+            return None
+        to = rnd.choice(others)
+        return [('UPDATE %s SET resource_provider_id = :to WHERE '
+                 'resource_provider_id = :rp AND resource_class_id = :rc'
+                 % t, {'to': to, 'rp': rp, 'rc': rc})
+                for t in ('inventories', 'allocations')]
+
+    def sql_trait_change(self, rnd, snap):
+        """One provider's trait becomes another, or goes to another
+        provider (an UPDATE of the link row)."""
+        pairs = sorted((rp, t) for rp, ts in snap.rp_traits.items()
+                       for t in ts)
+        if not pairs:
+            return None
+        rp, t = rnd.choice(pairs)
+        if rnd.random() < 0.5:
+            column, choices = 'trait_id', sorted(
+                set(snap.trait_names) - snap.rp_traits[rp])
+        else:
+            column, choices = 'resource_provider_id', [
+                r for r in sorted(snap.rps) if t not in snap.rp_traits[r]]
+        if not choices:
+            return None
+        return [('UPDATE resource_provider_traits SET %s = :v WHERE '
+                 'resource_provider_id = :rp AND trait_id = :t' % column,
+                 {'v': rnd.choice(choices), 'rp': rp, 't': t})]
+
+    def sql_aggregate_change(self, rnd, snap):
+        pairs = sorted((rp, a) for rp, aggs in snap.rp_aggs.items()
+                       for a in aggs)
+        if not pairs:
+            return None
+        rp, a = rnd.choice(pairs)
+        if rnd.random() < 0.5:
+            column, choices = 'aggregate_id', sorted(
+                set(snap.agg_uuids) - snap.rp_aggs[rp])
+        else:
+            column, choices = 'resource_provider_id', [
+                r for r in sorted(snap.rps) if a not in snap.rp_aggs[r]]
+        if not choices:
+            return None
+        return [('UPDATE resource_provider_aggregates SET %s = :v WHERE '
+                 'resource_provider_id = :rp AND aggregate_id = :a' % column,
+                 {'v': rnd.choice(choices), 'rp': rp, 'a': a})]
 
     def sql_trait_add(self, rnd, snap):
         rp = self._rp(rnd, snap)
@@ -999,6 +1081,18 @@ class SqlWrites:
         return [('UPDATE resource_classes SET name = :new WHERE name = :old',
                  {'old': rnd.choice(have), 'new': rnd.choice(free)})]
 
+    def sql_class_recreate(self, rnd, snap):
+        """A rename the long way: the class's row deleted and inserted
+        again, same id, another name."""
+        have = snap.custom_rcs()
+        free = sorted(set(CUSTOM_RCS) - set(have))
+        if not have or not free:
+            return None
+        rc = snap.rc_ids[rnd.choice(have)]
+        return [('DELETE FROM resource_classes WHERE id = :id', {'id': rc}),
+                ('INSERT INTO resource_classes (id, name) VALUES (:id, :n)',
+                 {'id': rc, 'n': rnd.choice(free)})]
+
     def sql_trait_rename(self, rnd, snap):
         have = snap.custom_traits()
         free = sorted(set(CUSTOM_TRAITS) - set(have))
@@ -1010,13 +1104,91 @@ class SqlWrites:
 
 # -- queries -----------------------------------------------------------------
 
-def random_query(rnd, snap):
+class Focus:
+    """What a write touched: provider uuids (those it wrote and those a
+    consumer it wrote had allocations on), aggregate uuids, trait and
+    class names. A query about them right after the write shows a stale
+    world sooner than one about anything (a later write to the same
+    provider may mend it before a random query comes by)."""
+
+    def __init__(self):
+        self.rps, self.aggs = set(), set()
+        self.traits, self.classes = set(), set()
+
+    def __bool__(self):
+        return bool(self.rps or self.aggs or self.traits or self.classes)
+
+    def note(self, value, snap):
+        """Sort a name or uuid seen in a write into its kind."""
+        if not isinstance(value, str):
+            return
+        if value in snap.rp_by_uuid:
+            self.rps.add(value)
+        elif value in snap.allocs:
+            self.rps.update(snap.rps[rp].uuid
+                            for rp, _rc in snap.allocs[value]
+                            if rp in snap.rps)
+        elif value in AGGS or value in snap.agg_ids:
+            self.aggs.add(value)
+        elif value in snap.rc_ids or value in CUSTOM_RCS:
+            self.classes.add(value)
+        elif value.startswith('CUSTOM_') or value in STANDARD_TRAITS:
+            self.traits.add(value)
+
+    def note_all(self, data, snap):
+        if isinstance(data, dict):
+            for k, v in data.items():
+                self.note(k, snap)
+                self.note_all(v, snap)
+        elif isinstance(data, list):
+            for v in data:
+                self.note_all(v, snap)
+        else:
+            self.note(data, snap)
+
+
+def focus_of(w, snap):
+    """The Focus of write ``w`` (``snap``: the database before it)."""
+    f = Focus()
+    if w.manage is not None:
+        return f
+    if w.sql is None:
+        for part in w.path.split('/'):
+            f.note(part, snap)
+        f.note_all(w.body, snap)
+    else:
+        for text, params in w.sql:
+            for key, value in (params or {}).items():
+                if key in ('rp', 'to', 'id', 'p') or (
+                        key == 'v' and 'resource_provider_id = :v' in text):
+                    if value in snap.rps:
+                        f.rps.add(snap.rps[value].uuid)
+                elif key == 't' or (key == 'v' and 'trait_id' in text):
+                    f.note(snap.trait_names.get(value), snap)
+                elif key == 'a' or (key == 'v' and 'aggregate_id' in text):
+                    f.note(snap.agg_uuids.get(value), snap)
+                else:
+                    f.note(value, snap)
+    # A provider's old place: its parent's tree.
+    for u in list(f.rps):
+        rp = snap.rps[snap.rp_by_uuid[u]]
+        if rp.parent_provider_id in snap.rps:
+            f.rps.add(snap.rps[rp.parent_provider_id].uuid)
+    return f
+
+
+def random_query(rnd, snap, focus=None):
     """(path, version) of a random GET /allocation_candidates over what
     the database holds now: resources (often small, so that most providers
     show up with their usage; sometimes beyond any capacity or naming a
     class that does not exist), traits, aggregates, in_tree,
     root_required, numbered groups, same_subtree and limit, each at the
-    microversions that have it."""
+    microversions that have it. With a ``focus`` (a Focus), mostly about
+    what it names."""
+    if focus and rnd.random() < 0.6:
+        query = _focused_query(rnd, snap, focus)
+        if query:
+            return query
     minor = rnd.choice([LATEST, LATEST, 36, rnd.randint(10, LATEST)])
     held = sorted({snap.rc_names[rc] for _, rc in snap.inv}) or ['VCPU']
     classes = held + (snap.custom_rcs() if rnd.random() < 0.1 else [])
@@ -1060,8 +1232,11 @@ def random_query(rnd, snap):
 
     params = []
     if rnd.random() < 0.45:
-        # A wide query: every provider of a class, with its usage.
+        # A wide query: every provider of a class, with its usage and
+        # traits; or those of some aggregates (which no summary shows).
         params.append(('resources', resources(rnd.choice([1, 1, 2]))))
+        if minor >= 21 and rnd.random() < 0.3:
+            params.append(('member_of', member_of()))
     else:
         numbered = rnd.choice([0, 0, 1, 2, 3]) if minor >= 25 else 0
         names = []
@@ -1080,7 +1255,7 @@ def random_query(rnd, snap):
                                resources(rnd.choice([1, 1, 2, 3]))))
             if minor >= 17 and (rnd.random() < 0.3 or s in resourceless):
                 params.append(('required' + s, trait_value()))
-            if minor >= 21 and rnd.random() < 0.25:
+            if minor >= 21 and rnd.random() < 0.4:
                 params.append(('member_of' + s, member_of()))
                 if minor >= 24 and rnd.random() < 0.2:
                     params.append(('member_of' + s, member_of()))
@@ -1100,6 +1275,45 @@ def random_query(rnd, snap):
                 rnd.sample(names, rnd.randint(2, len(names))))))
     if minor >= 16 and rnd.random() < 0.3:
         params.append(('limit', rnd.choice([1, 2, 3, 5])))
+    return ('/allocation_candidates?' + '&'.join('%s=%s' % kv
+                                                 for kv in params),
+            _v(minor))
+
+
+def _focused_query(rnd, snap, focus):
+    """A query about one provider the write touched (its tree's classes,
+    the provider as in_tree) and the aggregates, traits and classes it
+    named; None when none of them is left."""
+    minor = rnd.choice([LATEST, rnd.randint(29, LATEST),
+                        rnd.randint(10, LATEST)])
+    rps = sorted(snap.rp_by_uuid[u] for u in focus.rps
+                 if u in snap.rp_by_uuid)
+    held = {}                           # class name -> a provider's row
+    if rps:
+        rp = rnd.choice(rps)
+        root = snap.rps[rp].root_provider_id or rp
+        tree = set(snap.subtree(root)) | {rp}
+        held = {snap.rc_names[c]: row for (r, c), row in
+                sorted(snap.inv.items()) if r in tree}
+    named = {n: row for (r, c), row in sorted(snap.inv.items())
+             for n in [snap.rc_names[c]] if n in focus.classes}
+    held.update(named if rnd.random() < 0.7 else {})
+    if not held:
+        return None
+    names = rnd.sample(sorted(held), min(len(held), rnd.choice([1, 1, 2])))
+    params = [('resources', ','.join(
+        '%s:%d' % (n, max(held[n].min_unit, held[n].step_size))
+        for n in names))]
+    if rps and minor >= 31 and rnd.random() < 0.3:
+        params.append(('in_tree', snap.rps[rp].uuid))
+    if focus.aggs and minor >= 21 and rnd.random() < 0.6:
+        agg = rnd.choice(sorted(focus.aggs))
+        params.append(('member_of', '!' + agg if minor >= 32 and
+                       rnd.random() < 0.3 else agg))
+    if focus.traits and minor >= 17 and rnd.random() < 0.4:
+        trait = rnd.choice(sorted(focus.traits))
+        params.append(('required', '!' + trait if minor >= 22 and
+                       rnd.random() < 0.3 else trait))
     return ('/allocation_candidates?' + '&'.join('%s=%s' % kv
                                                  for kv in params),
             _v(minor))
@@ -1168,6 +1382,7 @@ class Result:
         self.suspects = collections.Counter()
         self.first_failure = None
         self.elapsed = 0.0
+        self.cpu = 0.0          # this process's and the children's
 
     def summary(self):
         by_kind = collections.Counter()
@@ -1182,6 +1397,9 @@ class Result:
                                     max(self.elapsed, 1e-9),
                                     1000 * self.elapsed /
                                     max(self.steps, 1))]
+        if self.cpu:
+            lines[0] += '; CPU %.1f ms/step here and in the children' % (
+                1000 * self.cpu / max(self.steps, 1))
         lines.append('writes: ' + ', '.join(
             '%s %d%s' % (k, n, ' (%d refused)' % refused[k]
                          if refused[k] else '')
@@ -1291,8 +1509,8 @@ class Check:
             answers = [normalize(child.receive()) for child in children]
         return answers[0], list(zip(self.cluster.worlds, answers[1:]))
 
-    def check(self, snap, step):
-        path, version = random_query(self.rnd, snap)
+    def check(self, snap, step, focus=None):
+        path, version = random_query(self.rnd, snap, focus)
         expected, worlds = self.ask_all(path, version)
         status = expected['status']
         self.result.queries[status] += 1
@@ -1337,10 +1555,11 @@ class Check:
         taken after the write serves the query and the next write."""
         if self.snap is None:
             self.snap = self.snapshot()
-        self.write(self.snap)
+        w = self.write(self.snap)
+        focus = focus_of(w, self.snap)
         self.result.steps += 1
         self.snap = self.snapshot()
-        return self.check(self.snap, step)
+        return self.check(self.snap, step, focus)
 
 
 def build_world(cluster, rnd):
@@ -1406,29 +1625,183 @@ def build_world(cluster, rnd):
 
 def run(mode='ours', steps=1000, seed=0, processes=PROCESSES,
         keep_going=False, progress=None, control=False):
-    """Run the check; returns a Result. Raises Mismatch at the first
-    world answering otherwise than SQL, unless ``keep_going``: then the
-    failure is counted, every world reloads (placement-manage reload) and
-    the run goes on. ``progress(result)`` is called every 1000 steps.
-    ``control``: see Cluster."""
-    result = Result(mode, seed)
+    """Run the check over a new Cluster; returns a Result. Raises
+    Mismatch at the first world answering otherwise than SQL, unless
+    ``keep_going``: then the failure is counted, every world reloads
+    (placement-manage reload) and the run goes on. ``progress(result)`` is
+    called every 1000 steps. ``control``: see Cluster."""
     with Cluster(processes, upstream=mode in ('upstream', 'all'),
                  control=control) as cluster:
-        check = Check(cluster, mode, seed, result)
-        build_world(cluster, check.rnd)
-        start = time.monotonic()
-        try:
-            for i in range(1, steps + 1):
-                report = check.step(i)
-                if report is not None:
-                    if result.first_failure is None:
-                        result.first_failure = i
-                    result.failures.append((i, report))
-                    if not keep_going:
-                        raise Mismatch(report)
-                if progress and i % 1000 == 0:
-                    result.elapsed = time.monotonic() - start
-                    progress(result)
-        finally:
-            result.elapsed = time.monotonic() - start
+        rnd = random.Random(seed)
+        build_world(cluster, rnd)
+        return run_on(cluster, mode, steps, rnd.getrandbits(32),
+                      keep_going=keep_going, progress=progress,
+                      result=Result(mode, seed))
+
+
+def run_on(cluster, mode, steps, seed, keep_going=False, progress=None,
+           result=None):
+    """``run`` over an existing Cluster, its world as it is."""
+    result = result or Result(mode, seed)
+    check = Check(cluster, mode, seed, result)
+    start = time.monotonic()
+    cpu = cluster.cpu()
+    try:
+        for i in range(1, steps + 1):
+            report = check.step(i)
+            if report is not None:
+                if result.first_failure is None:
+                    result.first_failure = i
+                result.failures.append((i, report))
+                if not keep_going:
+                    raise Mismatch(report)
+            if progress and i % 1000 == 0:
+                result.elapsed = time.monotonic() - start
+                result.cpu = cluster.cpu() - cpu
+                progress(result)
+    finally:
+        result.elapsed = time.monotonic() - start
+        result.cpu = cluster.cpu() - cpu
     return result
+
+
+# -- triggers ---------------------------------------------------------------
+
+# The tables allocation candidates read, whose writes must reach every
+# world (through database triggers, issue 28).
+CANDIDATE_TABLES = ('resource_providers', 'inventories', 'allocations',
+                    'resource_provider_traits',
+                    'resource_provider_aggregates', 'resource_classes',
+                    'traits')
+
+
+def triggers(engine):
+    """[(name, table, statement re-creating it)] of the triggers on
+    CANDIDATE_TABLES, from the database's catalog."""
+    tables = set(CANDIDATE_TABLES)
+    with engine.connect() as conn:
+        name = conn.dialect.name
+        if name == 'sqlite':
+            rows = conn.exec_driver_sql(
+                "SELECT name, tbl_name, sql FROM sqlite_master "
+                "WHERE type = 'trigger' ORDER BY name").all()
+        elif name == 'postgresql':
+            rows = conn.exec_driver_sql(
+                'SELECT t.tgname, c.relname, pg_get_triggerdef(t.oid) '
+                'FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid '
+                'JOIN pg_namespace n ON n.oid = c.relnamespace '
+                'WHERE NOT t.tgisinternal AND n.nspname = current_schema() '
+                'ORDER BY t.tgname').all()
+        else:
+            rows = [(n, t, conn.exec_driver_sql(
+                'SHOW CREATE TRIGGER `%s`' % n).one()[2])
+                for n, t in conn.exec_driver_sql(
+                    'SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM '
+                    'information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = '
+                    'DATABASE() ORDER BY TRIGGER_NAME').all()]
+    return [tuple(r) for r in rows if r[1] in tables]
+
+
+def drop_trigger(engine, name, table):
+    with engine.begin() as conn:
+        if conn.dialect.name == 'postgresql':
+            conn.exec_driver_sql('DROP TRIGGER "%s" ON %s' % (name, table))
+        else:
+            conn.exec_driver_sql('DROP TRIGGER %s' % name)
+
+
+def create_trigger(engine, statement):
+    with engine.begin() as conn:
+        conn.exec_driver_sql(statement)
+
+
+def without_each_trigger(cluster, mode='all', cap=1500, seed=0,
+                         progress=None):
+    """For each trigger on CANDIDATE_TABLES in turn: drop it, run the
+    check from the world as it is until it fails (at most ``cap`` steps),
+    put the trigger back and have every world reload. Returns
+    {(name, table): the failing step, or None if none failed}."""
+    found = {}
+    for i, (name, table, statement) in enumerate(triggers(cluster.engine)):
+        drop_trigger(cluster.engine, name, table)
+        result = Result(mode, seed + i)
+        try:
+            run_on(cluster, mode, cap, seed + i, result=result)
+        except Mismatch:
+            # A world answered otherwise (or a write got a 500).
+            result.first_failure = result.first_failure or result.steps
+        finally:
+            create_trigger(cluster.engine, statement)
+            cluster.manage('reload')
+        found[(name, table)] = result.first_failure
+        if progress:
+            progress(name, table, result)
+    return found
+
+
+# -- tools/freshness-check ---------------------------------------------------
+
+def main(argv=None):
+    """A long run, with steps per second and counts every 1000 steps."""
+    import argparse
+    parser = argparse.ArgumentParser(
+        prog='tools/freshness-check',
+        description='The model-based freshness check of the in-memory '
+        'worlds (see placement/tests/functional/freshness.py), on the '
+        'database PLACEMENT_TEST_DB_URL names (SQLite when unset).')
+    parser.add_argument('--steps', type=int, default=100000)
+    parser.add_argument('--mode', choices=MODES, default='ours',
+                        help='who writes besides our API (default: ours)')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--processes', type=int, default=PROCESSES,
+                        help='world processes of ours (default: 2)')
+    parser.add_argument('--keep-going', action='store_true',
+                        help='count failures (every world reloads after '
+                        'each) instead of stopping at the first')
+    parser.add_argument('--control', action='store_true',
+                        help='worlds reload everything at every request: '
+                        'nothing can be stale (finds faults of the check)')
+    parser.add_argument('--without-each-trigger', type=int, metavar='CAP',
+                        help='drop each trigger on the tables candidates '
+                        'read in turn and run (mode all by default) until '
+                        'the check fails, at most CAP steps each')
+    args = parser.parse_args(argv)
+    print('database: %s' % test_db.backend(), flush=True)
+
+    def progress(result):
+        print(result.summary(), flush=True)
+
+    if args.without_each_trigger:
+        mode = args.mode if args.mode != 'ours' else 'all'
+        with Cluster(args.processes, upstream=mode in ('upstream', 'all')) \
+                as cluster:
+            build_world(cluster, random.Random(args.seed))
+
+            def one(name, table, result):
+                print('without %s (on %s): %s' % (
+                    name, table, 'noticed at step %d' % result.first_failure
+                    if result.first_failure else
+                    'NOT noticed in %d steps' % result.steps), flush=True)
+
+            found = without_each_trigger(cluster, mode,
+                                         args.without_each_trigger,
+                                         args.seed, one)
+        if not found:
+            print('no trigger on %s' % ', '.join(CANDIDATE_TABLES))
+            return 1
+        return 0 if all(found.values()) else 1
+    try:
+        result = run(args.mode, args.steps, args.seed, args.processes,
+                     keep_going=args.keep_going, progress=progress,
+                     control=args.control)
+    except Mismatch as e:
+        print(e)
+        return 1
+    print(result.summary())
+    for step, report in result.failures[:3]:
+        print(report)
+    return 1 if result.failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
