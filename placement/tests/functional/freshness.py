@@ -35,6 +35,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid as uuidlib
 
@@ -66,6 +67,8 @@ CUSTOM_RCS = ['CUSTOM_GPU', 'CUSTOM_FPGA', 'CUSTOM_NIC', 'CUSTOM_PMEM',
 SHARES = 'MISC_SHARES_VIA_AGGREGATE'
 STANDARD_TRAITS = ['HW_CPU_X86_AVX', 'STORAGE_DISK_SSD', SHARES]
 CUSTOM_TRAITS = ['CUSTOM_A', 'CUSTOM_B', 'CUSTOM_C', 'CUSTOM_D']
+# Names traits get renamed to by hand (the API cannot rename a trait).
+RENAMED_TRAITS = ['CUSTOM_E', 'CUSTOM_F', 'CUSTOM_G']
 AGGS = ['a99e0000-0000-4000-8000-00000000000%d' % i for i in range(4)]
 PROJECTS = ['p0', 'p1']
 USERS = ['u0', 'u1']
@@ -168,15 +171,10 @@ class Cluster:
         return False
 
     def _start(self):
-        if self.with_upstream:
-            upstream_py = upstream_venv.executable('upstream')
-            self.db = test_db.TestDatabase(schema=False)
-            subprocess.run([upstream_py, UPSTREAM_RUNNER, self.db.url,
-                            'init'], check=True, cwd='/',
-                           env=_upstream_env())
-            migration.upgrade('head', engine=self.db.engine)
-        else:
-            self.db = test_db.TestDatabase(migrate=True)
+        # One database made at a time: alembic's state is global, and
+        # clusters may be started by several threads (see concurrently).
+        with _MIGRATING:
+            self._make_database()
         # The test's own connections: plain ones (no BEGIN IMMEDIATE on
         # SQLite), for snapshots and SQL by hand.
         self.engine = sa.create_engine(self.db.url)
@@ -202,13 +200,25 @@ class Cluster:
             ready = child.receive()
             assert ready == {'ready': True}, ready
 
+    def _make_database(self):
+        if self.with_upstream:
+            upstream_py = upstream_venv.executable('upstream')
+            self.db = test_db.TestDatabase(schema=False)
+            subprocess.run([upstream_py, UPSTREAM_RUNNER, self.db.url,
+                            'init'], check=True, cwd='/',
+                           env=_upstream_env())
+            migration.upgrade('head', engine=self.db.engine)
+        else:
+            self.db = test_db.TestDatabase(migrate=True)
+
     def ours(self):
         """Every process of ours (the writers of ours)."""
         return self.worlds + [self.sql]
 
     def cpu(self):
-        """CPU seconds used so far by this process and the children."""
-        return time.process_time() + sum(
+        """CPU seconds used so far by the children and this thread (the
+        driver; other threads may drive other clusters)."""
+        return time.thread_time() + sum(
             c.cpu() for c in self.worlds + [self.sql, self.upstream] if c)
 
     def manage(self, *args):
@@ -225,6 +235,9 @@ class Cluster:
         if self.db is not None:
             self.db.drop()
             self.db = None
+
+
+_MIGRATING = threading.Lock()
 
 
 def _upstream_env():
@@ -327,7 +340,9 @@ class Snapshot:
         return cap - used
 
     def amount(self, rnd, rp_id, rc_id, consumer=None):
-        """A valid amount to allocate, or a random one when none fits."""
+        """A valid amount to allocate; when none fits, and now and then,
+        one the API refuses (over max_unit or capacity), in the column's
+        range (SQL by hand uses it too)."""
         row = self.inv.get((rp_id, rc_id))
         if row is None:
             return rnd.randint(1, 4)
@@ -335,7 +350,8 @@ class Snapshot:
         low = max(row.min_unit, row.step_size)
         low += (-low) % row.step_size
         if top < low or rnd.random() < 0.05:
-            return rnd.choice([1, row.total, row.max_unit + 1])
+            return rnd.choice([1, row.total, min(row.max_unit + 1,
+                                                 2 ** 31 - 1)])
         steps = (top - low) // row.step_size
         return low + row.step_size * rnd.randint(0, min(steps, 3))
 
@@ -381,6 +397,26 @@ class Write:
                                         what)
 
 
+def _tables(kind, tables):
+    """The tables a write kind writes: the entry of ``tables`` for its
+    longest prefix."""
+    parts = kind.split('_')
+    for n in range(len(parts), 0, -1):
+        found = tables.get('_'.join(parts[:n]))
+        if found is not None:
+            return found
+    return ()
+
+
+def _pick(rnd, weights, tables, favour):
+    """A kind by weight; ``favour`` (a table) makes the kinds writing it
+    ten times likelier (to show its trigger is needed, sooner)."""
+    kinds = list(weights)
+    return rnd.choices(kinds, [
+        weights[k] * (10 if favour in _tables(k, tables) else 1)
+        for k in kinds])[0]
+
+
 class ApiWrites:
     """Random API writes made from a Snapshot; ``make(rnd, snap)`` picks
     one by weight. Most are valid; some are refused (stale generation,
@@ -400,12 +436,24 @@ class ApiWrites:
         'reshape': 4,
     }
 
-    def make(self, rnd, snap):
-        kinds = list(self.WEIGHTS)
+    # The tables each kind writes (see favour).
+    TABLES = {
+        'inventory': ('inventories',), 'allocation': ('allocations',),
+        'reshape': ('inventories', 'allocations'),
+        'provider': ('resource_providers',),
+        'provider_delete': ('resource_providers', 'inventories',
+                            'resource_provider_traits',
+                            'resource_provider_aggregates'),
+        'traits': ('resource_provider_traits',), 'trait': ('traits',),
+        'aggregates': ('resource_provider_aggregates',),
+        'class': ('resource_classes',),
+    }
+
+    def make(self, rnd, snap, favour=None):
         if len(snap.rps) < MIN_PROVIDERS:
             kind = 'provider_create'
         else:
-            kind = rnd.choices(kinds, [self.WEIGHTS[k] for k in kinds])[0]
+            kind = _pick(rnd, self.WEIGHTS, self.TABLES, favour)
         return getattr(self, kind)(rnd, snap, kind)
 
     # -- pickers ------------------------------------------------------------
@@ -826,9 +874,22 @@ class SqlWrites:
         'sql_class_recreate': 2, 'sql_trait_rename': 2,
     }
 
-    def make(self, rnd, snap):
-        kinds = list(self.WEIGHTS)
-        kind = rnd.choices(kinds, [self.WEIGHTS[k] for k in kinds])[0]
+    TABLES = {
+        'sql_inventory': ('inventories',),
+        'sql_inventory_move': ('inventories', 'allocations'),
+        'sql_allocation': ('allocations',),
+        'sql_trait': ('resource_provider_traits',),
+        'sql_aggregate': ('resource_provider_aggregates',),
+        'sql_reparent': ('resource_providers',),
+        'sql_provider': ('resource_providers',),
+        'sql_provider_delete': ('resource_providers', 'inventories',
+                                'resource_provider_traits',
+                                'resource_provider_aggregates'),
+        'sql_class': ('resource_classes',), 'sql_trait_rename': ('traits',),
+    }
+
+    def make(self, rnd, snap, favour=None):
+        kind = _pick(rnd, self.WEIGHTS, self.TABLES, favour)
         sql = getattr(self, kind)(rnd, snap)
         return Write(kind, sql=sql) if sql else None
 
@@ -1050,12 +1111,13 @@ class SqlWrites:
         else:
             stmts.append(('UPDATE resource_providers SET root_provider_id '
                           '= id WHERE uuid = :u', {'u': u}))
-        stmts.append(('INSERT INTO inventories (resource_provider_id, '
-                      'resource_class_id, total, reserved, min_unit, '
-                      'max_unit, step_size, allocation_ratio) SELECT id, '
-                      ':rc, 8, 0, 1, 8, 1, 1.0 FROM resource_providers '
-                      'WHERE uuid = :u', {'u': u,
-                                          'rc': snap.rc_ids['VCPU']}))
+        if rnd.random() < 0.5:
+            stmts.append(('INSERT INTO inventories (resource_provider_id, '
+                          'resource_class_id, total, reserved, min_unit, '
+                          'max_unit, step_size, allocation_ratio) SELECT '
+                          'id, :rc, 8, 0, 1, 8, 1, 1.0 FROM '
+                          'resource_providers WHERE uuid = :u',
+                          {'u': u, 'rc': snap.rc_ids['VCPU']}))
         return stmts
 
     def sql_provider_delete(self, rnd, snap):
@@ -1095,7 +1157,7 @@ class SqlWrites:
 
     def sql_trait_rename(self, rnd, snap):
         have = snap.custom_traits()
-        free = sorted(set(CUSTOM_TRAITS) - set(have))
+        free = sorted(set(CUSTOM_TRAITS + RENAMED_TRAITS) - set(have))
         if not have or not free:
             return None
         return [('UPDATE traits SET name = :new WHERE name = :old',
@@ -1428,8 +1490,10 @@ class Check:
     """The model check over one Cluster. ``step()`` makes one write and
     checks one query in every world."""
 
-    def __init__(self, cluster, mode, seed, result=None, tail=25):
+    def __init__(self, cluster, mode, seed, result=None, tail=25,
+                 favour=None):
         assert mode in MODES, mode
+        self.favour = favour
         self.cluster = cluster
         self.mode = mode
         self.rnd = random.Random(seed)
@@ -1460,11 +1524,11 @@ class Check:
         writer = self._writer()
         w = None
         if writer == 'hand':
-            w = self.sqlw.make(self.rnd, snap)
+            w = self.sqlw.make(self.rnd, snap, self.favour)
         elif writer == 'manage':
             w = self.managew.make(self.rnd, snap)
         if w is None:
-            w = self.api.make(self.rnd, snap)
+            w = self.api.make(self.rnd, snap, self.favour)
             writer = 'upstream' if writer == 'upstream' else 'ours'
         w.writer = writer
         if w.sql is not None:
@@ -1482,7 +1546,9 @@ class Check:
             w.by = child.name
             answer = child.call(w.request())
             w.status = answer['status']
-            if w.status >= 500:
+            # Ours never answers 500; upstream's faults are not ours to
+            # find here (they count as refused writes).
+            if w.status >= 500 and writer == 'ours':
                 raise Mismatch('%s answered %s to a write:\n%s\n%s\n%s' % (
                     child.name, w.status, w, answer['body'],
                     child.stderr()[-3000:]))
@@ -1640,10 +1706,11 @@ def run(mode='ours', steps=1000, seed=0, processes=PROCESSES,
 
 
 def run_on(cluster, mode, steps, seed, keep_going=False, progress=None,
-           result=None):
-    """``run`` over an existing Cluster, its world as it is."""
+           result=None, favour=None):
+    """``run`` over an existing Cluster, its world as it is; ``favour``: a
+    table whose writers are made likelier."""
     result = result or Result(mode, seed)
-    check = Check(cluster, mode, seed, result)
+    check = Check(cluster, mode, seed, result, favour=favour)
     start = time.monotonic()
     cpu = cluster.cpu()
     try:
@@ -1663,6 +1730,22 @@ def run_on(cluster, mode, steps, seed, keep_going=False, progress=None,
         result.elapsed = time.monotonic() - start
         result.cpu = cluster.cpu() - cpu
     return result
+
+
+def concurrently(calls):
+    """Run ``calls`` ({name: function()}) in threads, each (a run) driving
+    its own processes, so that the runs share the machine's CPUs; returns
+    {name: what it returned, or the exception it raised}."""
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        futures = {name: pool.submit(call) for name, call in calls.items()}
+    out = {}
+    for name, future in futures.items():
+        try:
+            out[name] = future.result()
+        except Exception as e:
+            out[name] = e
+    return out
 
 
 # -- triggers ---------------------------------------------------------------
@@ -1716,17 +1799,21 @@ def create_trigger(engine, statement):
 
 
 def without_each_trigger(cluster, mode='all', cap=1500, seed=0,
-                         progress=None):
-    """For each trigger on CANDIDATE_TABLES in turn: drop it, run the
-    check from the world as it is until it fails (at most ``cap`` steps),
-    put the trigger back and have every world reload. Returns
-    {(name, table): the failing step, or None if none failed}."""
+                         progress=None, which=None):
+    """For each trigger on CANDIDATE_TABLES in turn (or those of
+    ``which``, [(name, table, statement)]): drop it, run the check from
+    the world as it is, favouring writes to its table, until it fails (at
+    most ``cap`` steps), put the trigger back and have every world
+    reload. Returns {(name, table): the failing step, or None if none
+    failed}."""
     found = {}
-    for i, (name, table, statement) in enumerate(triggers(cluster.engine)):
+    for i, (name, table, statement) in enumerate(
+            which if which is not None else triggers(cluster.engine)):
         drop_trigger(cluster.engine, name, table)
         result = Result(mode, seed + i)
         try:
-            run_on(cluster, mode, cap, seed + i, result=result)
+            run_on(cluster, mode, cap, seed + i, result=result,
+                   favour=table)
         except Mismatch:
             # A world answered otherwise (or a write got a 500).
             result.first_failure = result.first_failure or result.steps
