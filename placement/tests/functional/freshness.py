@@ -1133,6 +1133,9 @@ class SqlWrites:
                  {'id': rid}) for t in ('inventories',
                                         'resource_provider_traits',
                                         'resource_provider_aggregates')] + [
+            # A root refers to itself (which MySQL will not delete).
+            ('UPDATE resource_providers SET root_provider_id = NULL '
+             'WHERE id = :id', {'id': rid}),
             ('DELETE FROM resource_providers WHERE id = :id', {'id': rid})]
 
     def sql_class_rename(self, rnd, snap):
