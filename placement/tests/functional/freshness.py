@@ -32,7 +32,6 @@ diff of the answers and whether a full reload put the world right;
 that each trigger on the tables candidates read is needed.
 """
 import collections
-import difflib
 import json
 import os
 import random
@@ -1424,13 +1423,35 @@ def normalize(answer):
                                        'provider_summaries': sums}}
 
 
-def diff(expected, got, limit=60):
-    a = json.dumps(expected, indent=1, sort_keys=True).splitlines()
-    b = json.dumps(got, indent=1, sort_keys=True).splitlines()
-    lines = list(difflib.unified_diff(a, b, 'sql', 'world', lineterm='',
-                                      n=2))
-    if len(lines) > limit:
-        lines = lines[:limit] + ['... (%d more lines)' % (len(lines) - limit)]
+def diff(expected, got, names=None):
+    """What differs between SQL's answer and a world's: each provider's
+    summary, and the allocation requests only one of them gives
+    (providers named after ``names``, {uuid: name})."""
+    names = names or {}
+
+    def text(value, limit=1500):
+        out = json.dumps(value, sort_keys=True)
+        for u, name in names.items():
+            out = out.replace(u, '%s(%s)' % (name, u[:8]))
+        return out if len(out) <= limit else out[:limit] + '...'
+
+    if expected['status'] != 200 or got['status'] != 200:
+        return '  sql:   %s\n  world: %s' % (text(expected), text(got))
+    lines = []
+    sums = expected['body']['provider_summaries'], got['body'][
+        'provider_summaries']
+    for u in sorted(set(sums[0]) | set(sums[1])):
+        if sums[0].get(u) != sums[1].get(u):
+            lines.append('  summary of %s(%s):\n    sql:   %s\n    world: %s'
+                         % (names.get(u, ''), u, text(sums[0].get(u)),
+                            text(sums[1].get(u))))
+    areqs = [{json.dumps(a, sort_keys=True) for a in answer['body'][
+        'allocation_requests']} for answer in (expected, got)]
+    for title, only in (('only SQL gives', areqs[0] - areqs[1]),
+                        ('only the world gives', areqs[1] - areqs[0])):
+        if only:
+            lines.append('  %d allocation requests %s, e.g. %s' % (
+                len(only), title, text(json.loads(min(only)))))
     return '\n'.join(lines)
 
 
@@ -1611,6 +1632,7 @@ class Check:
             self.result.suspects.update(kinds)
         self.since_reload = []
         req = {'method': 'GET', 'path': path, 'version': version}
+        names = {r.uuid: r.name for r in self.snap.rps.values()}
         lines = ['mode %s seed %d: step %d, %d world(s) of %d answered '
                  'otherwise than SQL' % (self.mode, self.result.seed, step,
                                          len(wrong),
@@ -1620,12 +1642,15 @@ class Check:
         lines += ['  ' + str(w)[:600] for w in self.history]
         for child, got in wrong:
             again = normalize(child.call(req))
-            lines.append('%s, diff from SQL (-sql +world):' % child.name)
-            lines.append(diff(expected, got))
+            lines.append('%s differs from SQL:' % child.name)
+            lines.append(diff(expected, got, names))
             lines.append('after placement-manage reload: %s' % (
                 'the same as SQL: the world was stale' if again == expected
                 else 'still different: the engines disagree\n' +
-                diff(expected, again)))
+                diff(expected, again, names)))
+        lines.append('replay: tools/freshness-check --mode %s --seed %d '
+                     '--steps %d (from a new database)'
+                     % (self.mode, self.result.seed, step))
         return '\n'.join(lines)
 
     def step(self, step):
