@@ -35,6 +35,7 @@ import collections
 import json
 import os
 import random
+import select
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,8 @@ MODES = ('ours', 'upstream', 'sql', 'all')
 PROCESSES = 2
 # The newest microversion (ours and upstream 16.0.0).
 LATEST = 39
+# Seconds a process may take to answer (a hung one fails the run).
+ANSWER_TIMEOUT = 300
 
 _RP, _INV, _ALLOC = models.RP, models.INV, models.ALLOC
 _RPT, _RPA, _AGG = models.RPT, models.RPA, models.AGG
@@ -105,7 +108,12 @@ class Child:
         self.proc.stdin.write(json.dumps(req) + '\n')
         self.proc.stdin.flush()
 
-    def receive(self):
+    def receive(self, timeout=ANSWER_TIMEOUT):
+        # One line is ever outstanding, so nothing waits in the buffer
+        # when the pipe shows nothing to read.
+        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+            raise RuntimeError('%s gave no answer in %ds:\n%s' % (
+                self.name, timeout, self.stderr()[-4000:]))
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError('%s exited (%s):\n%s' % (
@@ -1358,8 +1366,13 @@ def _focused_query(rnd, snap, focus):
     named; None when none of them is left."""
     minor = rnd.choice([LATEST, rnd.randint(29, LATEST),
                         rnd.randint(10, LATEST)])
-    rps = sorted(snap.rp_by_uuid[u] for u in focus.rps
-                 if u in snap.rp_by_uuid)
+    rps = {snap.rp_by_uuid[u] for u in focus.rps if u in snap.rp_by_uuid}
+    # Else those holding the traits or in the aggregates it named (a
+    # trait renamed by hand, say).
+    trait_ids = {i for i, n in snap.trait_names.items() if n in focus.traits}
+    agg_ids = {snap.agg_ids[u] for u in focus.aggs if u in snap.agg_ids}
+    rps = sorted(rps or {r for r in snap.rps if snap.rp_traits[r] & trait_ids
+                         or snap.rp_aggs[r] & agg_ids})
     held = {}                           # class name -> a provider's row
     if rps:
         rp = rnd.choice(rps)
