@@ -1361,8 +1361,10 @@ def random_query(rnd, snap, focus=None):
 
 
 def _focused_query(rnd, snap, focus):
-    """A query about one provider the write touched (its tree's classes,
-    the provider as in_tree) and the aggregates, traits and classes it
+    """A query about one provider the write touched (mostly the classes
+    it holds itself, so that its own traits and aggregates count; else
+    its tree's; the provider as in_tree), as the unnumbered group or a
+    numbered one, and the aggregates, traits and classes the write
     named; None when none of them is left."""
     minor = rnd.choice([LATEST, rnd.randint(29, LATEST),
                         rnd.randint(10, LATEST)])
@@ -1378,26 +1380,30 @@ def _focused_query(rnd, snap, focus):
         rp = rnd.choice(rps)
         root = snap.rps[rp].root_provider_id or rp
         tree = set(snap.subtree(root)) | {rp}
-        held = {snap.rc_names[c]: row for (r, c), row in
-                sorted(snap.inv.items()) if r in tree}
+        for mine in ({rp} if rnd.random() < 0.7 else tree, tree):
+            held = {snap.rc_names[c]: row for (r, c), row in
+                    sorted(snap.inv.items()) if r in mine}
+            if held:
+                break
     named = {n: row for (r, c), row in sorted(snap.inv.items())
              for n in [snap.rc_names[c]] if n in focus.classes}
     held.update(named if rnd.random() < 0.7 else {})
     if not held:
         return None
+    suffix = '1' if minor >= 25 and rnd.random() < 0.3 else ''
     names = rnd.sample(sorted(held), min(len(held), rnd.choice([1, 1, 2])))
-    params = [('resources', ','.join(
+    params = [('resources' + suffix, ','.join(
         '%s:%d' % (n, max(held[n].min_unit, held[n].step_size))
         for n in names))]
     if rps and minor >= 31 and rnd.random() < 0.3:
-        params.append(('in_tree', snap.rps[rp].uuid))
+        params.append(('in_tree' + suffix, snap.rps[rp].uuid))
     if focus.aggs and minor >= 21 and rnd.random() < 0.6:
         agg = rnd.choice(sorted(focus.aggs))
-        params.append(('member_of', '!' + agg if minor >= 32 and
+        params.append(('member_of' + suffix, '!' + agg if minor >= 32 and
                        rnd.random() < 0.3 else agg))
     if focus.traits and minor >= 17 and rnd.random() < 0.4:
         trait = rnd.choice(sorted(focus.traits))
-        params.append(('required', '!' + trait if minor >= 22 and
+        params.append(('required' + suffix, '!' + trait if minor >= 22 and
                        rnd.random() < 0.3 else trait))
     return ('/allocation_candidates?' + '&'.join('%s=%s' % kv
                                                  for kv in params),
