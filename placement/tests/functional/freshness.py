@@ -373,7 +373,8 @@ class Write:
     """One write: an API request (``method``, ``path``, ``version``,
     ``body``), SQL statements typed by hand (``sql``: [(text, params)]),
     or a placement-manage command (``manage``: args). ``kind`` names it in
-    counts and reports; ``by`` is filled in when it runs."""
+    counts and reports; ``writer`` (ours, upstream, hand, manage) and
+    ``by`` (the process) are filled in when it runs."""
 
     def __init__(self, kind, method=None, path=None, version=None,
                  body=None, sql=None, manage=None):
@@ -812,8 +813,8 @@ class ApiWrites:
 
     def reshape(self, rnd, snap, kind):
         """Move a class's inventory and the allocations against it from a
-        provider to another of its tree (a child, mostly), as a virt
-        driver does; or a random reshape."""
+        provider to another of its tree, as a virt driver does (the
+        allocations of a few other consumers rewritten as they are)."""
         minor = rnd.randint(30, LATEST)
         moves = [(rp, rc) for (rp, rc) in sorted(snap.inv)
                  if len(snap.subtree(snap.rps[rp].root_provider_id or rp))
@@ -852,11 +853,9 @@ class ApiWrites:
                 new[snap.rps[target].uuid][snap.rc_names.get(
                     c, 'CUSTOM_GONE')] = used
             body['allocations'][consumer] = self._consumer_fields(
-                rnd, max(minor, 28), snap.consumer_gen.get(consumer), {
+                rnd, minor, snap.consumer_gen.get(consumer), {
                     'allocations': {u: {'resources': r}
                                     for u, r in new.items()}})
-            if minor < 38:
-                body['allocations'][consumer].pop('consumer_type', None)
         return Write(kind, 'POST', '/reshaper', _v(minor), body)
 
 
@@ -1486,8 +1485,10 @@ class Result:
     def __init__(self, mode, seed):
         self.mode, self.seed = mode, seed
         self.steps = 0
-        self.writes = collections.Counter()     # (kind, by, 2xx/4xx/sql)
-        self.queries = collections.Counter()    # status / 'candidates'
+        # (kind, writer, 'ok' or 'refused') -> count
+        self.writes = collections.Counter()
+        # status -> count, and 'candidates': answers with some
+        self.queries = collections.Counter()
         self.failures = []                      # (step, text)
         # Write kinds a failure followed: alone since the last reload
         # (the culprit), or among several.
@@ -1495,7 +1496,7 @@ class Result:
         self.suspects = collections.Counter()
         self.first_failure = None
         self.elapsed = 0.0
-        self.cpu = 0.0          # this process's and the children's
+        self.cpu = 0.0          # the driving thread's and the children's
 
     def summary(self):
         by_kind = collections.Counter()
@@ -1511,7 +1512,7 @@ class Result:
                                     1000 * self.elapsed /
                                     max(self.steps, 1))]
         if self.cpu:
-            lines[0] += '; CPU %.1f ms/step here and in the children' % (
+            lines[0] += '; CPU %.1f ms/step (the processes)' % (
                 1000 * self.cpu / max(self.steps, 1))
         lines.append('writes: ' + ', '.join(
             '%s %d%s' % (k, n, ' (%d refused)' % refused[k]
