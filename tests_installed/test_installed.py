@@ -29,10 +29,11 @@ from sqlalchemy.engine import make_url
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIST_NAME = 'openstack_placement_ng'
-# What "placement-manage db version" prints after a sync: our migration
-# (the change log the candidates' in-memory world reads) comes after
-# upstream's newest, a082b8bb98d0.
-HEAD = 'c3a1f0e2d4b7'
+# What "placement-manage db version" prints after a sync: upstream's newest
+# revision, as upstream's does; "db version --extra" prints our own track's
+# (the change log the candidates' in-memory world reads).
+HEAD = 'a082b8bb98d0'
+EXTRA_HEAD = 'd7e2b9c41f05'
 BACKENDS = ['sqlite', 'postgresql', 'mysql']
 BACKEND_ENV = {'postgresql': 'PG_URL', 'mysql': 'MYSQL_URL'}
 SERVERS = ['gunicorn', 'uwsgi', 'placement-api']
@@ -355,9 +356,12 @@ def test_db_sync_creates_the_schema(synced, deploy_dir):
             'placement_aggregates', 'resource_provider_aggregates',
             'resource_classes', 'projects', 'users',
             'placement_change_slots', 'placement_changes',
-            'alembic_version'} <= db.tables()
+            'alembic_version', 'placement_extra_version'} <= db.tables()
     out = run(['placement-manage', 'db', 'version'], env, str(deploy_dir))
     assert out.stdout.split() == [HEAD]
+    out = run(['placement-manage', 'db', 'version', '--extra'], env,
+              str(deploy_dir))
+    assert out.stdout.split() == [EXTRA_HEAD]
 
 
 def test_upgrade_check_passes(synced, deploy_dir):
@@ -367,8 +371,8 @@ def test_upgrade_check_passes(synced, deploy_dir):
     checks = json.loads(out.stdout)['checks']
     assert [c['check'] for c in checks] == [
         'Missing Root Provider IDs', 'Incomplete Consumers',
-        'Policy File JSON to YAML Migration']
-    assert [c['result'] for c in checks] == [0, 0, 0], out.stdout
+        'Policy File JSON to YAML Migration', 'Candidates Change Log']
+    assert [c['result'] for c in checks] == [0, 0, 0, 0], out.stdout
 
 
 # --- serving --------------------------------------------------------------

@@ -2,8 +2,9 @@
 standard traits / resource classes, for operators.
 
     placement-manage [--config-file F | --config-dir D] db sync
-    placement-manage db version
+    placement-manage db version [--extra]
     placement-manage db stamp <version>
+    placement-manage db drop_extra
     placement-manage db online_data_migrations [--max-count N]
     placement-manage os-traits sync
     placement-manage audit [--json] [--fix]      (see placement.cmd.ops)
@@ -48,11 +49,24 @@ class DbCommands:
         return placement_context.admin_context(self.config)
 
     def sync(self):
-        migration.upgrade('head')
+        """Upstream's schema track, then ours (see placement.db.migration);
+        one at a time with API nodes migrating at start-up."""
+        with migration.startup_lock():
+            migration.upgrade('head')
         return 0
 
     def version(self):
-        print(migration.version())
+        """Upstream's revision, as upstream prints it (deployment tools
+        compare it); with --extra, our own track's instead."""
+        if self.config.command.extra:
+            print(migration.version(track=migration.EXTRA))
+        else:
+            print(migration.version())
+        return 0
+
+    def drop_extra(self):
+        with migration.startup_lock():
+            migration.drop_extra()
         return 0
 
     def stamp(self):
@@ -160,12 +174,23 @@ def _add_parsers(subparsers, db, traits, ops):
 
     text = 'Report the current database version.'
     sub = db_parsers.add_parser('version', help=text, description=text)
+    sub.add_argument('--extra', action='store_true',
+                     help="this service's own schema track (the tables "
+                          "upstream's placement does not have) instead of "
+                          "upstream's")
     sub.set_defaults(func=db.version)
 
     text = 'Stamp the revision table with the given version.'
     sub = db_parsers.add_parser('stamp', help=text, description=text)
     sub.add_argument('version', help='the version to stamp')
     sub.set_defaults(func=db.stamp)
+
+    text = ("Drop the tables this service adds to upstream's schema, and "
+            "their version table, for going back to upstream's placement "
+            "once none of this service's API nodes is left (a later "
+            "db sync adds them again).")
+    sub = db_parsers.add_parser('drop_extra', help=text, description=text)
+    sub.set_defaults(func=db.drop_extra)
 
     text = 'Run the online data migrations.'
     sub = db_parsers.add_parser('online_data_migrations', help=text,

@@ -69,7 +69,8 @@ class OpsCommands:
 
     def reload(self):
         """Make every API process reload its in-memory copy of the
-        world: after writes made behind the API's back."""
+        world: after writes the triggers cannot see (a TRUNCATE on
+        MySQL or SQLite, a bulk load with the triggers off)."""
         from placement.objects import changes
         if changes.reload_everywhere(self._context()):
             print('Every API process reloads providers, inventories, usage, '

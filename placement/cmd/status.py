@@ -9,6 +9,7 @@ from oslo_upgradecheck import upgradecheck
 from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
+from placement.db import migration
 from placement.objects import data_migration
 
 _RUN_MIGRATIONS = ('Run the "placement-manage db online_data_migrations" '
@@ -49,6 +50,25 @@ class Checks(upgradecheck.UpgradeCommands):
                         % (missing, _RUN_MIGRATIONS))
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
+    def _check_extra_schema(self):
+        """Our own schema track (placement_extra_version): the change log
+        that lets API processes answer allocation candidates from memory.
+        Without it the service still works, reading SQL for every
+        request."""
+        current = migration.version(track=migration.EXTRA)
+        head = migration.head(migration.EXTRA)
+        if current is None:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                details='The candidates world is not in use; run '
+                        '"placement-manage db sync".')
+        if current != head:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                details='The extra schema is at revision %s, not %s; run '
+                        '"placement-manage db sync".' % (current, head))
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
     def _check_policy_json(self):
         """JSON policy files are deprecated in favour of YAML."""
         return common_checks.check_policy_json(self, self.config)
@@ -57,6 +77,7 @@ class Checks(upgradecheck.UpgradeCommands):
         ('Missing Root Provider IDs', _check_root_provider_ids),
         ('Incomplete Consumers', _check_incomplete_consumers),
         ('Policy File JSON to YAML Migration', _check_policy_json),
+        ('Candidates Change Log', _check_extra_schema),
     )
 
 

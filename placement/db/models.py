@@ -1,6 +1,7 @@
 """The whole Placement data model, table for table as upstream's schema
 (as its migrations leave it at revision a082b8bb98d0), plus our own change
-counters for the allocation-candidates index (revision c3a1f0e2d4b7).
+counters for the allocation-candidates index (revision c3a1f0e2d4b7 of our
+own track, placement/db/extra_migrations).
 
 Keeping upstream's table and column names means a database that upstream's
 ``placement-manage db sync`` created can be served by us, and the other way.
@@ -15,6 +16,8 @@ from sqlalchemy import orm
 
 from oslo_db.sqlalchemy import models as oslo_models
 from oslo_utils import timeutils
+
+from placement.db import change_triggers
 
 
 def _now():
@@ -191,9 +194,10 @@ class ConsumerType(BASE):
 
 class ChangeSlot(BASE):
     """Counters of committed changes to what allocation candidates read,
-    one per slot of providers (provider id mod
-    candidates.world.SLOTS); slot -1 holds a random epoch, new with every
-    database (see placement.objects.candidates.world). Not upstream's."""
+    one per slot of providers (provider id mod change_triggers.SLOTS),
+    bumped by the triggers of placement/db/change_triggers.py; slot -1
+    holds a random epoch, new with every database, that a bulk load or a
+    rename moves (see placement.objects.changes). Not upstream's."""
     __tablename__ = 'placement_change_slots'
     slot = sa.Column(sa.Integer, primary_key=True, autoincrement=False)
     seq = sa.Column(sa.BigInteger, nullable=False)
@@ -226,7 +230,7 @@ CHANGE_SLOT = ChangeSlot.__table__
 CHANGE = Change.__table__
 
 # How many counters the writers of candidates' data spread over.
-CHANGE_SLOTS = 64
+CHANGE_SLOTS = change_triggers.SLOTS
 
 
 def change_slot_rows():
@@ -241,3 +245,11 @@ def change_slot_rows():
 @sa.event.listens_for(CHANGE_SLOT, 'after_create')
 def _fill_change_slots(target, connection, **kw):
     connection.execute(target.insert(), change_slot_rows())
+
+
+@sa.event.listens_for(BASE.metadata, 'after_create')
+def _install_change_triggers(target, connection, tables=(), **kw):
+    """create_all (tests, a new SQLite database) gets the triggers the
+    migrations install, once every table they watch exists."""
+    if CHANGE_SLOT in tables:
+        change_triggers.install(connection)

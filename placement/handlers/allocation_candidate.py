@@ -1,8 +1,8 @@
 """GET /allocation_candidates: the ways a request could be allocated.
 
-Parse and validate the query (schemas + candidates.request), gather and
-combine (candidates.gather, candidates.combine), then shape the answer for
-the microversion asked.
+Parse and validate the query (schemas + candidates.request), find the
+candidates (candidates.engine.find), then shape the answer for the
+microversion asked.
 """
 import itertools
 import operator
@@ -12,7 +12,7 @@ import webob.exc
 
 from placement import exception
 from placement.objects.candidates import combine
-from placement.objects.candidates import gather
+from placement.objects.candidates import engine
 from placement.objects.candidates import request as ac_request
 from placement.policies import allocation_candidate as policies
 from placement.schemas import allocation_candidate as schema
@@ -285,7 +285,7 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
 def _summary(prov, providers, requested, with_traits, nested):
     """``"uuid":{...}``: one provider's entry in provider_summaries, its
     classes those of ``requested`` (all if None)."""
-    resources = {rc: {'capacity': inv[0], 'used': inv[1]}
+    resources = {rc: {'capacity': inv.capacity, 'used': inv.used}
                  for rc, inv in prov.inventory.items()
                  if requested is None or rc in requested}
     summary = {'resources': resources}
@@ -336,7 +336,7 @@ def list_allocation_candidates(req):
     conf = context.config.placement
     nested_aware = want.matches(NESTED_AWARE)
     try:
-        cands, providers, has_trees = gather.find(
+        cands, providers, has_trees = engine.find(
             context, groups, wide, nested_aware=nested_aware,
             max_candidates=conf.max_allocation_candidates,
             strategy=conf.allocation_candidates_generation_strategy,

@@ -72,16 +72,15 @@ def explain_query(context, query, want, names=(), sample=DEFAULT_SAMPLE):
         max_candidates=conf.max_allocation_candidates,
         strategy=conf.allocation_candidates_generation_strategy,
         randomize=conf.randomize_allocation_candidates)
-    try:
-        real = engine.real(groups, wide)
-    except (exception.ResourceClassNotFound,
-            exception.TraitNotFound) as exc:
-        raise ac_handler.unknown_name(exc)
     body = {'query': urllib.parse.urlencode(list(query.items()),
                                             safe=':,!'),
             'microversion': str(want)}
-    body.update(explain_obj.explain(engine, groups, wide, names=names,
-                                    sample=sample, real=real))
+    try:
+        body.update(explain_obj.explain(engine, groups, wide, names=names,
+                                        sample=sample))
+    except (exception.ResourceClassNotFound,
+            exception.TraitNotFound) as exc:
+        raise ac_handler.unknown_name(exc)
     return body
 
 

@@ -7,7 +7,6 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import models
-from placement.objects import changes
 from placement.objects import resource_provider as rp_obj
 
 _AGG = models.AGG
@@ -90,7 +89,6 @@ def set_for_provider(ctx, rp, agg_uuids, increment_generation=False):
         ctx.session.execute(_RPA.insert(), [
             {'resource_provider_id': rp.id, 'aggregate_id': agg_id}
             for agg_id in new])
-    changes.touched(ctx, [rp.id])
     if increment_generation:
         return rp_obj.increment_generation(ctx, rp.id, rp.generation)
     return rp.generation

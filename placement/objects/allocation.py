@@ -26,7 +26,6 @@ from placement.db import batch
 from placement.db import models
 from placement import errors
 from placement import exception
-from placement.objects import changes as change_log
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
@@ -605,7 +604,6 @@ def delete_for_consumer(ctx, consumer_uuid):
     ids = [r[0] for r in rows]
     if not ids:
         return 0
-    change_log.touched(ctx, {r[1] for r in rows})
     ctx.session.execute(_ALLOC.delete().where(_ALLOC.c.id.in_(ids)))
     consumer_obj.delete_if_no_allocations(ctx, [consumer_uuid])
     return len(ids)

@@ -34,7 +34,7 @@ the providers' room, and the least of those over the classes (20,000
 providers in well under 2 s). Everything else -- numbered groups under
 either group_policy, same_subtree, sharing providers, required traits of
 the unnumbered group spread over several providers -- is counted over
-the candidates themselves (candidates/gather.py and combine.py, the code
+the candidates themselves (candidates/sql.py and combine.py, the code
 behind GET /allocation_candidates) as an integer program: maximise the
 number of copies, each taking one candidate's amounts, within the room
 left per provider and class (``max_copies``). Trees linked through a
@@ -49,7 +49,7 @@ from placement.db import api as db_api
 from placement.db import models
 from placement import exception
 from placement.objects.candidates import combine
-from placement.objects.candidates import gather
+from placement.objects.candidates import sql
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -272,7 +272,7 @@ SOLVE_SECONDS = 2.0
 
 def _sharing_trait(ctx):
     try:
-        return trait_obj.id_for_name(ctx, gather.SHARING_TRAIT)
+        return trait_obj.id_for_name(ctx, sql.SHARING_TRAIT)
     except exception.TraitNotFound:
         return None
 
@@ -281,12 +281,12 @@ def _patterns(ctx, groups, wide, roots):
     """{anchor root id: ([pattern], truncated)} and the room per (provider,
     class name). A pattern is the allocation of one candidate, {(rp id,
     class name): amount}; the candidates are GET /allocation_candidates'
-    own (gather + combine) at the newest microversion, per anchor (the
+    own (sql + combine) at the newest microversion, per anchor (the
     tree's root; a sharing provider serves every tree sharing one of its
     aggregates). ``roots``: the anchors wanted, None for all."""
     try:
-        gatherer = gather.Gatherer(ctx, groups, wide)
-    except gather.Empty:
+        gatherer = sql.Request(ctx, groups, wide)
+    except sql.Empty:
         return {}, {}
     cgroups = gatherer.combine_groups()
     if not cgroups:
@@ -323,8 +323,8 @@ def _patterns(ctx, groups, wide, roots):
             out[anchor] = (list(pats.values()), truncated)
     room = {}
     for rp, prov in providers.items():
-        for rc, (capacity, used, _max_unit) in prov.inventory.items():
-            room[(rp, rc)] = capacity - used
+        for rc, inv in prov.inventory.items():
+            room[(rp, rc)] = inv.capacity - inv.used
     return out, room
 
 

@@ -5,7 +5,6 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import models
-from placement.objects import changes
 from placement.objects import consumer as consumer_obj
 
 _RP = models.RP
@@ -29,7 +28,6 @@ def set_root_provider_ids(ctx, batch_size):
         _RP.update().where(_RP.c.id.in_(ids))
         .where(_RP.c.root_provider_id.is_(None))
         .values(root_provider_id=_RP.c.id)).rowcount
-    changes.touched(ctx, ids)
     return len(ids), done
 
 

@@ -8,7 +8,6 @@ from placement.db import models
 from placement import exception
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
-from placement.objects import changes
 
 _RP = models.RP
 _PARENT = _RP.alias('parent')
@@ -56,7 +55,6 @@ def increment_generation(ctx, rp_id, expected_generation):
                 updated_at=models._now()))
     if result.rowcount != 1:
         raise exception.ResourceProviderConcurrentUpdateDetected()
-    changes.touched(ctx, [rp_id])
     return expected_generation + 1
 
 
@@ -256,7 +254,6 @@ def create(ctx, uuid, name, parent_uuid=None):
         raise exception.ResourceProviderExists(
             duplicates=', '.join(taken) or 'uuid: %s' % uuid)
     new_id = result.inserted_primary_key[0]
-    changes.touched(ctx, [new_id])
     if parent_uuid is None:
         ctx.session.execute(_RP.update().where(_RP.c.id == new_id)
                             .values(root_provider_id=new_id))
@@ -333,8 +330,6 @@ def update(ctx, uuid, name, parent_uuid=_NOT_GIVEN, allow_reparenting=False):
     if new_root is not None and new_root != me.root_provider_id:
         ctx.session.execute(_RP.update().where(_RP.c.id.in_(subtree))
                             .values(root_provider_id=new_root))
-    if parent_uuid is not _NOT_GIVEN:
-        changes.touched(ctx, subtree if new_root is not None else [me.id])
     try:
         ctx.session.execute(_RP.update().where(_RP.c.id == me.id)
                             .values(**values))
@@ -358,7 +353,6 @@ def delete(ctx, uuid):
     if ctx.session.execute(sa.select(models.ALLOC.c.id).where(
             models.ALLOC.c.resource_provider_id == me.id).limit(1)).first():
         raise exception.ResourceProviderInUse()
-    changes.touched(ctx, [me.id])
     for table in (models.INV, models.RPA, models.RPT):
         ctx.session.execute(table.delete().where(
             table.c.resource_provider_id == me.id))

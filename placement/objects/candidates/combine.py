@@ -1,7 +1,8 @@
 """Combine gathered providers into allocation candidates: a pure function.
 
-The gather step (SQL) hands over, per request group and per anchor root,
-the providers that can serve each requested amount on their own. What is
+Either engine (search.py over the in-memory world, sql.py) hands over,
+per request group and per anchor root, the providers that can serve each
+requested amount on their own and pass the group's rules (rules.py). What is
 left is to pick one provider per group (one per resource class for the
 unnumbered group) so that, together, the picks respect:
 
@@ -9,7 +10,7 @@ unnumbered group) so that, together, the picks respect:
   (provider, class) must fit ``capacity - used`` and ``max_unit``;
 * traits of the unnumbered group: the providers it uses must collectively
   hold every required any-of set and none may hold a forbidden trait
-  (numbered groups were filtered per provider in SQL);
+  (numbered groups were filtered per provider already);
 * ``group_policy=isolate``: numbered groups use distinct providers;
 * ``same_subtree``: the providers of the named groups all hang below one of
   them;
@@ -21,45 +22,23 @@ soon as it is complete, so a caller that wants ``limit`` candidates stops
 after ``limit`` of them: the work is proportional to the output, never to
 the Cartesian product of the groups' provider lists.
 
-Two orders (``combine``'s ``rng``): without one, anchors ascend and each
-group's providers are tried in the order gathered, deterministic and
-upstream's where upstream agrees; with a ``random.Random`` (the
-randomize_allocation_candidates seam), anchors are shuffled and taken
-round-robin and every step's choices are shuffled, so the first ``limit``
-candidates yielded are a random sample of the whole answer, any candidate
-can come first, and the rest is never generated.
+The order is deterministic: anchors as given (ascending by default) and
+each group's providers in the order gathered, upstream's where upstream
+agrees. A random sample (randomize_allocation_candidates) is not the
+first candidates of some random order -- a root's would come together --
+but drawn (sample.py), each drawn combination judged by ``Checker``, the
+same search over one choice per step.
 
-When every group is numbered and isolated and nothing else relates them
-(a wide request), itertools walks the same tree in the same order
-(``_Search.injective``).
-
-Identical candidates (same allocations and same mappings) reached from two
-anchors -- a request served entirely by a sharing provider -- are yielded
-once, as upstream's set does.
-
-Two things upstream 16.0.0 does are not followed, because they drop
-candidates that meet every documented rule (the unnumbered group "may be
-satisfied by any provider in the same non-sharing tree or associated via
-aggregate"; without ``group_policy=isolate`` groups may share providers).
-Its answer is then part of ours
-(``tests/functional/test_candidates_upstream_differences.py``):
-
-* an unnumbered group served only by sharing providers: upstream keeps
-  that pick under one of the trees sharing their aggregate (its set of
-  the group's candidates ignores the anchor; the tree kept is the first
-  in CPython's set order of (provider, root, class) id tuples), so
-  numbered groups served in the other trees find no partner. Here the
-  pick stands under every such tree.
-* a class asked by several groups, ``group_policy`` not ``none``:
-  upstream adds the amounts of one candidate into allocation objects it
-  shares with others (``copy_arr_if_needed`` copies only for ``none``),
-  so those are judged, and may be shown, with amounts nobody asked for;
-  often every candidate then fails the capacity check. Here each
-  candidate carries its own amounts.
+Identical candidates reached from two anchors (a request served wholly
+by a sharing provider) are yielded once, as upstream's set does. Where
+upstream 16.0.0 drops candidates that meet every documented rule, this
+combiner keeps them (doc/candidates-engine.rst).
 """
 import functools
 import itertools
 import operator
+
+from placement.objects.candidates import rules
 
 
 class Traits(frozenset):
@@ -111,8 +90,7 @@ class Provider:
         self.root_id = root_id
         self.traits = (traits if type(traits) is Traits
                        else Traits(traits))
-        # {rc_name: (capacity, used, max_unit)}
-        self.inventory = inventory or {}
+        self.inventory = inventory or {}    # {class name: rules.Room}
         self.summary = None
 
 
@@ -290,22 +268,14 @@ def _ancestors(providers, rp_id):
     return seen
 
 
-def same_subtree_ok(providers, rp_ids, ancestors=None):
-    """True when one of ``rp_ids`` is an ancestor-or-self of all of them.
-    ``ancestors`` (rp -> frozenset of ancestors-or-self) may be a cache."""
-    rp_ids = set(rp_ids)
-    if len(rp_ids) <= 1:
-        return True
-    if ancestors is None:
-        ancestors = OnFirstUse(
-            lambda rp: frozenset(_ancestors(providers, rp)))
-    common = None
-    for rp in rp_ids:
-        anc = ancestors[rp]
-        common = anc if common is None else common & anc
-        if not common:
-            return False
-    return not common.isdisjoint(rp_ids)
+def same_subtree_ok(providers, rp_ids):
+    """rules.same_subtree over ``providers`` ({id: Provider})."""
+    return rules.same_subtree(ancestors_of(providers), rp_ids)
+
+
+def ancestors_of(providers):
+    """rp -> frozenset of its ancestors-or-self, made on first use."""
+    return OnFirstUse(lambda rp: frozenset(_ancestors(providers, rp)))
 
 
 class _Pair(tuple):
@@ -317,11 +287,10 @@ class _Plan:
     after each one is placed, the same_subtree sets it completes."""
 
     def __init__(self, providers, groups, isolate, same_subtrees,
-                 one_provider_per_tree, rng):
+                 one_provider_per_tree):
         self.providers = providers
         self.isolate = isolate
         self.one_per_tree = one_provider_per_tree
-        self.rng = rng
         # Place the unnumbered group first (it has the most freedom and its
         # traits prune early), then the same_subtree groups together so the
         # subtree check fires as early as possible, then the others.
@@ -354,22 +323,13 @@ class _Plan:
         self.pairs = [checks[0] if len(checks) == 1 and
                       type(checks[0]) is _Pair else None
                       for checks in self.subtree_checks]
-        # Numbered groups only, isolated, nothing else relating them (a
-        # wide request): see _Search.injective.
+        # A wide request: see _Search.injective.
         self.injective = (isolate and not one_provider_per_tree
                           and all(g.same_provider for g in self.groups)
                           and not any(self.subtree_checks))
         # Ancestors-or-self of each provider, on first use (same_subtree
         # sets of more than two groups or with the unnumbered group).
-        self.ancestors = OnFirstUse(
-            lambda rp: frozenset(_ancestors(providers, rp)))
-
-    def order(self, items):
-        """The choices of one step, in a random order when asked for."""
-        if self.rng is not None:
-            items = list(items)
-            self.rng.shuffle(items)
-        return items
+        self.ancestors = ancestors_of(providers)
 
 
 class _Search:
@@ -392,6 +352,9 @@ class _Search:
         self.root_owner = {}      # root -> rp (old microversions only)
         self.root_count = {}
         self.one_per_tree = plan.one_per_tree
+        # The picks to try, one per group position, instead of the
+        # anchor's lists (Checker).
+        self.forced = None
 
     # -- capacity bookkeeping ------------------------------------------
     def _fits(self, rp, resources):
@@ -404,7 +367,7 @@ class _Search:
             if inv is None:
                 return False
             total = amount + held.get(rc, 0) if held else amount
-            if inv[1] + total > inv[0] or total > inv[2]:
+            if total > inv.most:
                 return False
         return True
 
@@ -437,7 +400,7 @@ class _Search:
     # -- the search ----------------------------------------------------
     def run(self, anchor):
         """Yield the picks (a tuple per candidate) under ``anchor``."""
-        if self.plan.injective:
+        if self.plan.injective and self.forced is None:
             return self.injective(anchor)
         return iter(self._place(0, anchor))
 
@@ -449,23 +412,15 @@ class _Search:
         will do. itertools then walks the same tree as _place, in the
         same order (lexicographic in each group's list), at C speed: 8
         groups over 8 children are 40,320 candidates."""
+        providers = self.providers
         lists = [[rp for rp in g.by_anchor.get(anchor, ())
-                  if self._fits_alone(rp, g)] for g in self.groups]
+                  if rules.fits_alone(providers[rp].inventory, g.resources)]
+                 for g in self.groups]
         if all(lst == lists[0] for lst in lists):
-            return itertools.permutations(self.plan.order(lists[0]),
-                                          len(lists))
-        lists = [self.plan.order(lst) for lst in lists]
+            return itertools.permutations(lists[0], len(lists))
         width = len(lists)
         return (picks for picks in itertools.product(*lists)
                 if len(set(picks)) == width)
-
-    def _fits_alone(self, rp, group):
-        inventory = self.providers[rp].inventory
-        for rc, amt in group.resources:
-            inv = inventory.get(rc)
-            if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
-                return False
-        return True
 
     def _subtrees_ok(self, idx):
         picks = self.picks
@@ -484,8 +439,7 @@ class _Search:
                     rps.add(picks[pos])
                 else:
                     rps.update(picks[pos])
-            if not same_subtree_ok(self.providers, rps,
-                                   self.plan.ancestors):
+            if not rules.same_subtree(self.plan.ancestors, rps):
                 return False
         return True
 
@@ -525,9 +479,10 @@ class _Search:
             subtree_check = False
         last = self.last
         one_per_tree = self.one_per_tree
-        choices = group.by_anchor.get(anchor, ())
-        if self.plan.rng is not None:
-            choices = self.plan.order(choices)
+        if self.forced is not None:
+            choices = (self.forced[idx],)
+        else:
+            choices = group.by_anchor.get(anchor, ())
         for rp in choices:
             if isolate and rp in taken:
                 continue
@@ -537,7 +492,7 @@ class _Search:
                 fits = True
                 for rc, amt in resources:
                     inv = inventory.get(rc)
-                    if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                    if inv is None or amt > inv.most:
                         fits = False
                         break
                 if not fits:
@@ -607,9 +562,10 @@ class _Search:
         forbidden = group.forbidden
         providers = self.providers
         held = self.held
-        choices = per_rc.get(rc, ())
-        if self.plan.rng is not None:
-            choices = self.plan.order(choices)
+        if self.forced is not None:
+            choices = (self.forced[idx][pos],)
+        else:
+            choices = per_rc.get(rc, ())
         for rp in choices:
             if forbidden and not forbidden.isdisjoint(providers[rp].traits):
                 continue
@@ -617,7 +573,7 @@ class _Search:
             if before is None:
                 # Nothing taken from it yet: it fits alone.
                 inv = providers[rp].inventory.get(rc)
-                if inv is None or inv[1] + amt > inv[0] or amt > inv[2]:
+                if inv is None or amt > inv.most:
                     continue
             elif not self._fits(rp, one):
                 continue
@@ -637,6 +593,47 @@ class _Search:
                 held[rp] = before
             if self.one_per_tree:
                 self._release_tree(rp)
+
+
+class Checker:
+    """Whether given picks are a candidate under an anchor: the search's
+    own rules (capacity summed over groups, isolate, unnumbered traits,
+    same_subtree, one provider per tree) applied to one choice per step.
+    The random sample (sample.py) draws picks and asks this.
+
+    ``groups`` is the search order (_Plan's, a function of the request
+    alone): picks are given in it, and candidates made of them
+    (``candidate``) are alike position by position with combine's."""
+
+    def __init__(self, providers, groups, isolate=False, same_subtrees=(),
+                 one_provider_per_tree=False):
+        plan = _Plan(providers, groups, isolate, same_subtrees,
+                     one_provider_per_tree)
+        self.groups = plan.groups
+        self._search = _Search(plan)
+        # Isolated numbered groups use distinct providers: most drawn
+        # picks of a wide request fail that, told before any search.
+        self._distinct = (operator.itemgetter(*[
+            pos for pos, g in enumerate(plan.groups) if g.same_provider])
+            if isolate and sum(g.same_provider for g in plan.groups) > 1
+            else None)
+
+    def ok(self, anchor, picks):
+        """``picks`` (per group in ``groups`` order: a provider id, or a
+        tuple of them per class for the unnumbered group) are a candidate
+        under ``anchor``, each drawn from that anchor's lists."""
+        if self._distinct is not None:
+            numbered = self._distinct(picks)
+            if len(set(numbered)) < len(numbered):
+                return False
+        search = self._search
+        search.forced = picks
+        # Run to the end (at most one result): the search gives back what
+        # it took only when it finishes.
+        return sum(1 for _ in search.run(anchor)) > 0
+
+    def candidate(self, picks):
+        return Candidate(self.groups, picks)
 
 
 def viable_anchors(groups):
@@ -666,7 +663,7 @@ def _roundrobin(generators):
 
 def combine(providers, groups, isolate=False, same_subtrees=(),
             one_provider_per_tree=False, strategy='depth-first',
-            anchors=None, seen=None, rng=None, shared_ids=None):
+            anchors=None, seen=None, shared_ids=None):
     """Yield Candidates, one per distinct allocation request.
 
     :param providers: {id: Provider} for every provider a group may use.
@@ -679,14 +676,6 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         'breadth-first' (round-robin across anchors).
     :param anchors: the anchor roots to try, in order; default all viable.
     :param seen: a set shared across calls to drop duplicates.
-    :param rng: None for the deterministic order (ascending anchors, each
-        group's providers in the order given); a ``random.Random`` to
-        explore in a random order instead: anchors shuffled and taken
-        round-robin (whatever ``strategy``), each step's choices
-        shuffled. This is the randomize_allocation_candidates seam: the
-        first ``limit`` candidates yielded are then a random sample of the
-        whole answer -- any candidate can come first -- drawn without
-        generating the rest; callers stop after ``limit``.
     :param shared_ids: ids of providers usable under several anchors
         (sharing providers) when the caller combines in several batches;
         default: worked out from ``groups``.
@@ -695,10 +684,6 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
         return
     if anchors is None:
         anchors = viable_anchors(groups)
-    if rng is not None:
-        anchors = list(anchors)
-        rng.shuffle(anchors)
-        strategy = 'breadth-first'
     if seen is None:
         seen = set()
 
@@ -716,7 +701,7 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
                     seen_under.setdefault(rp, set()).add(anchor)
         multi = {rp for rp, anc in seen_under.items() if len(anc) > 1}
     plan = _Plan(providers, groups, isolate, same_subtrees,
-                 one_provider_per_tree, rng)
+                 one_provider_per_tree)
     search_groups = plan.groups
 
     if strategy == 'breadth-first':

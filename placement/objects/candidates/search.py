@@ -2,34 +2,21 @@
 
 The general algorithm, in one place:
 
-1. resolve names to ids (``_Request``); names that do not exist answer
-   as upstream does (400, or an empty answer when an earlier group has
-   no candidates anyway);
-2. walk the trees' roots -- by id, or in random order (``_walk``) -- a
-   batch at a time; per batch and per request group collect, per anchor
-   root, the providers able to serve the group on their own (capacity,
-   min_unit, max_unit, step_size, traits, aggregates, in_tree,
-   root_required), plus the sharing providers anchored to the root by an
-   aggregate (``_Request.groups_for``);
+1. resolve names to ids (``_Request``, through names.py); names that do
+   not exist answer as upstream does (400, or an empty answer when an
+   earlier group has no candidates anyway);
+2. walk the trees' roots by id (``_walk``) a batch at a time (or draw
+   them at random, ``_sample``); per batch and per request group collect,
+   per anchor root, the providers able to serve the group on their own
+   (capacity, min_unit, max_unit, step_size, traits, aggregates, in_tree,
+   root_required: the functions of rules.py), plus the sharing providers
+   anchored to the root by an aggregate (``_Request.groups_for``);
 3. hand those to the pure combiner (``combine.py``), which yields the
    candidates lazily, and stop at the limit.
 
-The rules each group follows are upstream's, the same as the SQL
-gatherer's (``gather.py``, still used for databases that do not count
-their changes):
-
-* numbered group: one provider holds every resource, every required
-  trait, none of the forbidden ones, is itself in the member_of aggregates
-  and not in a forbidden one; its anchor is its root, plus, for a sharing
-  provider, every root it shares an aggregate with;
-* unnumbered group: each class may come from a different provider of the
-  anchor's tree or from a sharing provider; a provider qualifies for
-  member_of when it or the anchor root is in the aggregates (a root's
-  aggregates span its tree), and a sharing provider must itself be in
-  them; forbidden aggregates exclude a provider in them or under a root in
-  them; traits are judged on the providers used, together (combine);
-* resourceless numbered groups (1.36) match providers by their traits and
-  aggregates only.
+The rules each group follows are upstream's, written once in rules.py;
+the SQL engine (sql.py, for databases that do not count their changes)
+states them in SQL.
 
 One fast path, behind one seam (``_flat``): a world without child or
 sharing providers, asked for one unnumbered group, where every
@@ -37,24 +24,32 @@ candidate is one provider holding the whole request. Its answer is the
 general path's (``test_candidates_search.py`` checks they agree).
 
 How it stays flat in the number of providers under a limit: the walk
-stops as soon as ``limit`` candidates are found, and with randomize on it
-draws roots one at a time from a lazily built random permutation
-(``_random_order``), so the work is proportional to the roots it has to
-look at, not to the world. Each fitting root is equally likely to come
-at any place of the order: a fair sample of roots (within a root with
-several candidates, the combiner's order is shuffled too).
+stops as soon as ``limit`` candidates are found. With randomize on, a
+``limit`` is a uniform random sample of the whole answer, as upstream's
+random.sample of every candidate: ``_sample`` draws it root by root
+(sample.py has the method and why it is exact), looking at a root when it
+is first drawn, so the work grows with the roots drawn, not with the
+world, as long as most roots fit. The bound it needs, the most choices a
+root can offer, comes from the world's counts of providers per class and
+tree (world.PerTree) and the sharing providers (``_Request.bound``). On
+the fast path every root is one candidate or none, and the first
+``limit`` fitting roots of a lazily shuffled order (``_random_order``)
+are already such a sample.
 """
 import bisect
 import itertools
 import operator
 import random
 
+from oslo_log import log as logging
 import os_traits
 
 from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
 from placement.objects.candidates import names
+from placement.objects.candidates import rules
+from placement.objects.candidates import sample
 from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -62,22 +57,16 @@ SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # more), and at least this many per candidate still wanted.
 _FIRST_BATCH = 8
 # The search's windows of root ids (breadth-first under a cap), as the
-# SQL gatherer's, so that its round-robin order is the same.
+# SQL engine's, so that its round-robin order is the same.
 _ROOTS_PER_CANDIDATE = 16
 _MIN_WINDOW = 64
+# Roots looked at per batch when a sample enumerates after all.
+_LOOK_CHUNK = 4096
 
 
 Empty = names.Empty
-_Group = names.Group
 _INV = operator.attrgetter('inv')
-_trait_ids = names.trait_ids
-
-
-def _fits(inv, amount):
-    """The inventory (see world.Rec) can take ``amount`` more."""
-    limit, min_unit, max_unit, step, used = inv
-    return (used + amount <= limit and min_unit <= amount <= max_unit
-            and step and amount % step == 0)
+_serves = rules.serves
 
 
 def _random_order(items):
@@ -105,6 +94,10 @@ class _Request:
         self.trees = world.children > 0
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
+        self.debug = names.LOG.isEnabledFor(logging.DEBUG)
+        # suffix -> {id of an inventory dict: classes it serves alone};
+        # the world's dicts live as long as the request (its lock held).
+        self._fit_memo = {}
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -117,9 +110,8 @@ class _Request:
     # -- names to ids -------------------------------------------------------
 
     def _resolve(self, conn, groups):
-        wide = self.wide
-        self.root_required = _trait_ids(self.ctx, sorted(wide.root_required))
-        self.root_forbidden = _trait_ids(self.ctx, sorted(wide.root_forbidden))
+        self.root_required, self.root_forbidden = names.root_traits(
+            self.ctx, self.wide)
         if self.root_required or self.root_forbidden:
             if not any(self.rps[r].parent is None and self.root_ok(r)
                        for r in self.world.roots if r in self.rps):
@@ -131,107 +123,48 @@ class _Request:
             agg_uuids |= rg.forbidden_aggs
         agg_ids = agg_obj.ids_for_uuids(conn, agg_uuids)
         self._mysql = conn.dialect.name == 'mysql'
-        return names.resolve(self.ctx, groups, agg_ids, self._tree_root_of,
-                             self._any_in_all, self._empty_before_error)
+        return names.resolve(self.ctx, groups, agg_ids, self)
 
-    def _tree_root_of(self, uuid):
-        rid = self.world.by_uuid.get(uuid)
-        if rid is None and self._mysql:
-            # MySQL's collation matches a uuid in any case.
-            wanted = uuid.lower()
-            rid = next((i for u, i in self.world.by_uuid.items()
-                        if u.lower() == wanted), None)
-        return None if rid is None else self.rps[rid].root
+    def tree_root_of(self, uuid):
+        return self.world.root_of(uuid, any_case=self._mysql)
 
-    def _any_in_all(self, member_of):
+    def any_in_all(self, member_of):
         first = set()
         for aid in member_of[0]:
             first |= self.world.by_agg.get(aid, set())
         return any(all(self.rps[rid].aggs & m for m in member_of)
                    for rid in first)
 
-    def _empty_before_error(self, resolved):
-        """Upstream resolves names group by group and stops at the first
-        group with no candidates, answering 200 and an empty body before it
-        meets a bad name further on; do the same."""
-        saved = getattr(self, 'groups', None)
-        try:
-            for g in resolved:
-                if g.member_of and not all(g.member_of):
-                    raise Empty()
-                if g.tree_root is None and g.rg.in_tree:
-                    raise Empty()
-                self.groups = [g]
-                cgroups = self.groups_for(self.world.roots)
-                if not cgroups:
-                    raise Empty()
-                anchors = combine.viable_anchors(cgroups)
-                provs = self.providers(anchors, self.sharing)
-                if next(combine.combine(provs, cgroups, anchors=anchors),
-                        None) is None:
-                    raise Empty()
-        finally:
-            self.groups = saved
-
     # -- filters ------------------------------------------------------------
 
     def root_ok(self, root):
+        """``root`` passes root_required."""
         rec = self.rps.get(root)
-        if rec is None:
-            return False
-        traits = rec.traits
-        if self.root_required and not self.root_required <= traits:
-            return False
-        return not (self.root_forbidden and self.root_forbidden & traits)
-
-    def _tree_has(self, root, any_of):
-        return not self.world.tree_traits[root].isdisjoint(any_of)
+        return rec is not None and rules.root_required(
+            rec.traits, self.root_required, self.root_forbidden) is None
 
     def _passes(self, g, rec):
-        """``rec`` meets group ``g``'s trait and aggregate filters."""
-        if g.forbidden and not g.forbidden.isdisjoint(rec.traits):
-            return False
-        if g.numbered:
-            for any_of in g.required:
-                if any_of.isdisjoint(rec.traits):
-                    return False
-            for any_of in g.member_of:
-                if any_of.isdisjoint(rec.aggs):
-                    return False
-            return not (g.forbidden_aggs and
-                        not g.forbidden_aggs.isdisjoint(rec.aggs))
-        root = self.rps.get(rec.root, rec)
-        if g.member_of:
-            if not (all(not m.isdisjoint(rec.aggs) for m in g.member_of) or
-                    all(not m.isdisjoint(root.aggs) for m in g.member_of)):
-                return False
-        if g.forbidden_aggs and not (g.forbidden_aggs.isdisjoint(rec.aggs)
-                                     and g.forbidden_aggs.isdisjoint(
-                                         root.aggs)):
-            return False
-        if g.required and not self.sharing:
+        """``rec`` passes group ``g``'s trait and aggregate rules."""
+        pool = None
+        if g.required and not g.numbered and not self.sharing:
             # Without sharing providers the traits must come from the
-            # tree itself: drop trees lacking one of the any-of sets.
-            for any_of in g.required:
-                if self.trees:
-                    if not self._tree_has(rec.root, any_of):
-                        return False
-                elif any_of.isdisjoint(rec.traits):
-                    return False
-        return True
+            # tree itself.
+            pool = ((self.world.tree_traits[rec.root],) if self.trees
+                    else (rec.traits,))
+        return rules.group_verdict(g, rec, self.rps.get(rec.root, rec),
+                                   pool) is None
 
     def _rows_of(self, g, rec, out):
         """Append (provider, root, class id) for each class ``rec`` can
         serve on its own for ``g`` ((provider, root, None) for a
         resourceless group it matches)."""
         if not g.amounts:
-            # Upstream finds nothing without a positive filter.
-            if (g.required or g.member_of) and self._passes(g, rec):
+            if rules.resourceless_group(g) and self._passes(g, rec):
                 out.append((rec.id, rec.root, None))
             return
         inv = rec.inv
         fitting = [(rec.id, rec.root, rc) for rc, amount in g.amounts
-                   if rc in inv and _fits(inv[rc], amount)]
+                   if rc in inv and _serves(inv[rc], amount)]
         if fitting and self._passes(g, rec):
             out.extend(fitting)
 
@@ -244,11 +177,11 @@ class _Request:
         if self.sharing and not (g.tree_root is not None and not g.numbered):
             for sp in sorted(self.sharing):
                 rec = self.rps[sp]
-                if (g.tree_root is not None and g.amounts and
-                        rec.root != g.tree_root):
+                if g.tree_root is not None and g.amounts and rules.in_tree(
+                        rec.root, g.tree_root) is not None:
                     continue
-                if (not g.numbered and g.member_of and not all(
-                        not m.isdisjoint(rec.aggs) for m in g.member_of)):
+                if not g.numbered and rules.member_of(
+                        rec.aggs, g.member_of) is not None:
                     # The sharing provider itself must be in them.
                     continue
                 self._rows_of(g, rec, rows)
@@ -257,19 +190,27 @@ class _Request:
 
     # -- a batch of roots ------------------------------------------------
 
-    def groups_for(self, roots):
-        """combine.Group per request group for the trees under ``roots``
-        (ascending ids); None when some group has nothing there."""
+    def combine_groups(self, groups):
+        """groups_for every root, for ``groups`` (see names.resolve)."""
+        return self.groups_for(self.world.roots, groups)
+
+    def groups_for(self, roots, groups=None):
+        """combine.Group per request group (``groups``, default the
+        request's) for the trees under ``roots`` (ascending ids); None
+        when some group has nothing there."""
         rps = self.rps
         ok_roots = [r for r in roots if self.root_ok(r)] \
             if self.root_required or self.root_forbidden else roots
         batch = _Batch(self.world, ok_roots)
         per_group = []
         sharing_used = set()
-        for g in self.groups:
+        for g in self.groups if groups is None else groups:
             by_anchor = self._in_trees(g, batch)
             srows = self._sharing_rows_for(g) if self.sharing else []
             sharing_used.update(r[0] for r in srows)
+            if self.debug:
+                g.log_matches(by_anchor, srows,
+                              '%d roots looked at' % len(roots))
             if not by_anchor and not srows:
                 return None
             per_group.append((g, by_anchor, srows))
@@ -280,10 +221,10 @@ class _Request:
             if srows and g.forbidden_aggs and not g.numbered:
                 for roots_ in anchors_of.values():
                     bad_roots.update(
-                        r for r in roots_
-                        if not g.forbidden_aggs.isdisjoint(rps[r].aggs))
-            out.append(self._to_combine_group(g, by_anchor, srows,
-                                              anchors_of, bad_roots))
+                        r for r in roots_ if rules.forbidden_aggregates(
+                            rps[r].aggs, g.forbidden_aggs) is not None)
+            out.append(g.combine_group(rules.add_sharing(
+                g, by_anchor, srows, anchors_of, bad_roots)))
         return out
 
     def _in_trees(self, g, batch):
@@ -301,16 +242,18 @@ class _Request:
         numbered = g.numbered
         out = {}
         if not g.amounts:
-            # Upstream finds nothing without a positive filter; in_tree
-            # it ignores for resourceless groups.
-            if g.required or g.member_of:
+            # in_tree upstream ignores for resourceless groups.
+            if rules.resourceless_group(g):
                 for rec in batch.recs:
                     if passes(g, rec):
                         out.setdefault(rec.root, []).append(rec.id)
             return out
         names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-        memo = {key: self._fitting(g, inv, names)
-                for key, inv in batch.invs.items()}
+        # Kept across batches: a sample looks at a few roots at a time.
+        memo = self._fit_memo.setdefault(g.suffix, {})
+        for key, inv in batch.invs.items():
+            if key not in memo:
+                memo[key] = self._fitting(g, inv, names)
         fits = list(map(memo.__getitem__, batch.inv_keys))
         filtered = bool(g.required or g.forbidden or g.member_of or
                         g.forbidden_aggs)
@@ -341,7 +284,7 @@ class _Request:
         """Names of the classes of ``g`` that ``inv`` can serve on its
         own; for a numbered group all of them or none."""
         fitting = tuple(names[rc] for rc, amount in g.amounts
-                        if rc in inv and _fits(inv[rc], amount))
+                        if rc in inv and _serves(inv[rc], amount))
         if g.numbered and len(fitting) < len(g.amounts):
             return ()
         return fitting
@@ -367,40 +310,9 @@ class _Request:
             if not tree_aggs:
                 continue
             for sp, aggs in sp_aggs.items():
-                if not aggs.isdisjoint(tree_aggs):
+                if rules.shares_via_aggregate(aggs, tree_aggs):
                     out.setdefault(sp, set()).add(root)
         return out
-
-    def _to_combine_group(self, g, by_anchor, srows, anchors_of,
-                          bad_roots):
-        """combine.Group of ``g``: the trees' providers (``_in_trees``),
-        then the sharing providers under each root they are anchored
-        to."""
-        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-        if g.numbered:
-            s_served = {}
-            for rp, root, rc in srows:
-                s_served.setdefault(rp, set()).add(rc)
-            need = set(g.rc_ids.values())
-            for rp in sorted(s_served):
-                if s_served[rp] >= need:
-                    for anchor in sorted(anchors_of.get(rp, ())):
-                        lst = by_anchor.setdefault(anchor, [])
-                        if rp not in lst:
-                            lst.append(rp)
-            return combine.Group(g.suffix, g.resources, by_anchor)
-        for rp, root, rc in sorted(srows):
-            for anchor in sorted(anchors_of.get(rp, ())):
-                if anchor in bad_roots:
-                    continue
-                lst = by_anchor.setdefault(anchor, {}).setdefault(
-                    names[rc], [])
-                if rp not in lst:
-                    lst.append(rp)
-        return combine.Group(
-            g.suffix, g.resources, by_anchor,
-            required=[set(g_ids) for g_ids in g.rg.required],
-            forbidden=set(g.rg.forbidden))
 
     def providers(self, roots, rp_ids=()):
         """{id: combine.Provider} of the whole trees under ``roots`` and
@@ -408,6 +320,69 @@ class _Request:
         roots = set(roots)
         roots.update(self.rps[rid].root for rid in rp_ids)
         return self.world.tree_providers(sorted(roots))
+
+    # -- what the random sample needs (sample.py) ---------------------------
+
+    def sample_roots(self):
+        """The roots a sample draws from: every root, or the roots with
+        the root_required traits when those are fewer."""
+        roots = self.world.roots
+        if not self.root_required:
+            return roots
+        having = min((self.world.by_trait.get(t, ())
+                      for t in self.root_required), key=len)
+        if len(having) >= len(roots):
+            return roots
+        rps = self.rps
+        return sorted(r for r in having
+                      if rps[r].root == r and self.root_ok(r))
+
+    def bound(self):
+        """At least the product of the lengths of any root's lists (C in
+        sample.py). A list holds providers of the root's tree, plus
+        sharing providers: per class of the unnumbered group, the tree's
+        providers with inventory of that class; for a numbered group,
+        those with inventory of each of its classes (resourceless: any
+        provider) and one trait of each required any-of set. So the most
+        providers with that class (or trait) one tree has
+        (world.PerTree), plus the sharing providers able to serve it,
+        bounds each list; their product bounds every root's."""
+        per_tree = self.world.per_tree()
+        total = 1
+        for g in self.groups:
+            srows = self._sharing_rows_for(g) if self.sharing else ()
+            if g.numbered or not g.amounts:
+                own = min((per_tree.most(rc) for rc, _ in g.amounts),
+                          default=per_tree.most(None))
+                for any_of in g.required if g.numbered else ():
+                    own = min(own, sum(map(per_tree.most_with_trait,
+                                           any_of)))
+                total *= own + len({row[0] for row in srows})
+                continue
+            for rc, _amount in g.amounts:
+                total *= per_tree.most(rc) + len(
+                    {rp for rp, _root, rc_ in srows if rc_ == rc})
+        return total
+
+    def sharing_alone(self):
+        """Whether a candidate may be made of sharing providers alone
+        (and so come from several anchors): each group, each class of
+        the unnumbered one, has a sharing provider able to serve it."""
+        if not self.sharing:
+            return False
+        for g in self.groups:
+            srows = self._sharing_rows_for(g)
+            if g.numbered:
+                served = {}
+                for rp, _root, rc in srows:
+                    served.setdefault(rp, set()).add(rc)
+                need = {rc for rc, _ in g.amounts}
+                if not any(have >= need for have in served.values()):
+                    return False
+            elif not {rc for rc, _ in g.amounts} <= {
+                    rc for _rp, _root, rc in srows}:
+                return False
+        return True
 
     # -- the fast path ------------------------------------------------------
 
@@ -427,24 +402,20 @@ class _Request:
         anywhere) alone is a candidate for ``g``: what the general path
         asks of it, in one pass (its filters, then the combiner's
         capacity check)."""
-        if g.tree_root is not None and rec.root != g.tree_root:
+        if g.tree_root is not None and rules.in_tree(
+                rec.root, g.tree_root) is not None:
             return False
         inv = rec.inv
         for rc, amount in g.amounts:
             one = inv.get(rc)
-            if one is None or not _fits(one, amount):
+            if one is None or not _serves(one, amount):
                 return False
         if not self._passes(g, rec):
             return False
         if (self.root_required or self.root_forbidden) and not self.root_ok(
                 rec.id):
             return False
-        prov_inv = rec.prov.inventory
-        for name, amount in g.resources:
-            capacity, used, max_unit = prov_inv[name]
-            if used + amount > capacity or amount > max_unit:
-                return False
-        return True
+        return rules.fits_alone(rec.prov.inventory, g.resources)
 
 
 class _Batch:
@@ -468,10 +439,7 @@ def _flat(req, g, roots, cap):
     """Seam of the fast path: the candidates among ``roots`` (in that
     order) when req.flat_group() is ``g``, up to ``cap``; with the
     providers they use."""
-    combine_group = combine.Group(
-        g.suffix, g.resources, {},
-        required=[set(any_of) for any_of in g.rg.required],
-        forbidden=set(g.rg.forbidden))
+    combine_group = g.combine_group({})
     rps = req.rps
     fits = req.flat_fits
     chosen = []
@@ -505,7 +473,7 @@ def _batches(roots, first):
         size *= 4
 
 
-def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
+def _walk(req, batches, cap, wide, nested_aware, strategy):
     """Candidates from the trees under ``batches`` (an iterator of lists
     of roots), anchor by anchor in each batch's order (breadth-first:
     round-robin across one batch's anchors), up to ``cap``; and the
@@ -539,7 +507,7 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
             same_subtrees=wide.same_subtrees,
             one_provider_per_tree=not nested_aware and has_trees,
             strategy=strategy, anchors=anchors, seen=seen,
-            rng=rng, shared_ids=req.sharing)
+            shared_ids=req.sharing)
         if cap is None:
             found.extend(gen)
             continue
@@ -551,7 +519,7 @@ def _walk(req, batches, cap, wide, nested_aware, strategy, rng):
 
 
 def _windows(req, cap):
-    """Breadth-first under a cap: the roots in the SQL gatherer's windows
+    """Breadth-first under a cap: the roots in the SQL engine's windows
     of root ids (its round-robin runs across one window's anchors)."""
     world = req.world
     if not world.rps:
@@ -569,9 +537,102 @@ def _windows(req, cap):
         step *= 4
 
 
+def _look(req, roots, master, providers):
+    """Add to ``master`` (combine.Group per group, lists by anchor) the
+    lists of the anchors among ``roots`` that every group can use, and
+    their trees (with the trees of the sharing providers listed) to
+    ``providers``."""
+    cgroups = req.groups_for(roots)
+    if cgroups is None:
+        return
+    viable = combine.viable_anchors(cgroups)
+    if not viable:
+        return
+    used_sharing = set()
+    for whole, cg in zip(master, cgroups):
+        for anchor in viable:
+            per = whole.by_anchor[anchor] = cg.by_anchor[anchor]
+            if req.sharing:
+                lists = [per] if cg.same_provider else per.values()
+                for lst in lists:
+                    used_sharing.update(rp for rp in lst
+                                        if rp in req.sharing)
+    providers.update(req.providers(
+        viable, [rp for rp in used_sharing if rp not in providers]))
+
+
+def _attempts(req, roots, master, providers, checker, bound, looked,
+              limit):
+    """sample.py's attempts over ``roots``: a root uniformly (with
+    replacement), kept with probability P_r / ``bound``, then an element
+    of its lists' product uniformly. Roots are drawn a batch ahead
+    (``limit`` or 8 at first, then half as many as drawn so far) and those
+    not seen yet looked at together (``looked``: root -> (P_r, lists)).
+    Once every root was looked at, ``bound`` is the largest P_r, and the
+    attempts end if the products hold no more than ``limit`` elements
+    (``fill`` takes them all)."""
+    groups = checker.groups
+    layout = sample.shape(groups)
+    randrange = random.randrange
+    count = len(roots)
+    batch = max(_FIRST_BATCH, limit)
+    done = 0
+    while True:
+        drawn = [roots[randrange(count)] for _ in range(batch)]
+        new = sorted(set(drawn).difference(looked))
+        if new:
+            _look(req, new, master, providers)
+            for root in new:
+                lists = sample.lists_of(groups, root)
+                looked[root] = (sample.size(lists), lists)
+            if len(looked) == len(roots):
+                sizes = [n for n, _lists in looked.values()]
+                if sum(sizes) <= limit:
+                    return
+                bound = max(sizes)
+        for root in drawn:
+            n, lists = looked[root]
+            u = randrange(bound)
+            yield (root, sample.decode(layout, lists, u)) if u < n else None
+        done += batch
+        batch = max(_FIRST_BATCH, done // 2)
+
+
+def _sample(req, wide, nested_aware, limit):
+    """``limit`` candidates, a uniform random sample of the whole answer
+    (sample.py), with the providers of the trees looked at."""
+    master = [g.combine_group({}) for g in req.groups]
+    providers = {}
+    options = dict(isolate=wide.group_policy == 'isolate',
+                   same_subtrees=wide.same_subtrees,
+                   one_provider_per_tree=not nested_aware and req.trees)
+    checker = combine.Checker(providers, master, **options)
+    roots = req.sample_roots()
+    bound = req.bound() if roots else 0
+    if not bound:
+        # Some class no provider has.
+        return [], {}
+    looked = {}
+    kept = {}
+    if len(roots) * bound > limit and not req.sharing_alone():
+        kept = sample.draw(
+            limit, _attempts(req, roots, master, providers, checker,
+                             bound, looked, limit),
+            checker, sample.budget(len(roots)))
+    everything = ()
+    if len(kept) < limit:
+        rest = [r for r in roots if r not in looked]
+        for i in range(0, len(rest), _LOOK_CHUNK):
+            _look(req, rest[i:i + _LOOK_CHUNK], master, providers)
+        everything = combine.combine(
+            providers, master, anchors=combine.viable_anchors(master),
+            shared_ids=req.sharing, **options)
+    return sample.fill(kept, limit, everything), providers
+
+
 def find(ctx, conn, world, groups, wide, nested_aware=True,
          max_candidates=-1, strategy='depth-first', randomize=False):
-    """(candidates, providers, has_trees) as gather.find answers, from
+    """(candidates, providers, has_trees) as engine.find answers, from
     ``world`` (refreshed by the caller, its lock held)."""
     try:
         req = _Request(ctx, conn, world, groups, wide)
@@ -580,31 +641,37 @@ def find(ctx, conn, world, groups, wide, nested_aware=True,
     has_trees = req.trees
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
-    sample = randomize and wide.limit is not None
-    if wide.limit is not None and (not randomize or sample):
-        cap = wide.limit if cap is None else min(cap, wide.limit)
-    roots = world.roots
-    if sample:
-        # A random sample of the fitting roots, looked at one by one.
-        order = _random_order(roots)
-        rng = random
-    else:
-        order = iter(roots)
-        rng = None
+    limit = wide.limit
     g = req.flat_group()
+    if randomize and limit is not None and cap is None:
+        if g is None:
+            found, providers = _sample(req, wide, nested_aware, limit)
+            return found, providers, has_trees
+        # A flat world's root is one candidate or none: the first
+        # ``limit`` that fit in a uniformly random order of the roots are
+        # a uniform sample of the answer.
+        found, providers = _flat(req, g, _random_order(world.roots), limit)
+        random.shuffle(found)
+        return found, providers, has_trees
+    if limit is not None and not randomize:
+        cap = limit if cap is None else min(cap, limit)
+    roots = world.roots
     if g is not None:
-        found, providers = _flat(req, g, order, cap)
+        found, providers = _flat(req, g, iter(roots), cap)
     else:
-        if sample:
-            batches = _batches(order, _first(cap))
-        elif strategy == 'breadth-first':
-            # The SQL gatherer's windows, for the same round-robin.
+        if strategy == 'breadth-first':
+            # The SQL engine's windows, for the same round-robin.
             batches = (_windows(req, cap) if cap is not None
                        else iter([list(roots)]))
         else:
-            batches = _batches(order, _first(cap))
+            batches = _batches(iter(roots), _first(cap))
         found, providers = _walk(req, batches, cap, wide, nested_aware,
-                                 strategy, rng)
+                                 strategy)
     if randomize:
-        random.shuffle(found)
+        # As upstream: a sample of what max_allocation_candidates let be
+        # generated, or all of it shuffled.
+        if limit is not None and len(found) > limit:
+            found = random.sample(found, limit)
+        else:
+            random.shuffle(found)
     return found, providers, has_trees

@@ -4,26 +4,33 @@ Each process holds, per database, every provider with its place in its
 tree, inventories with usage, traits and aggregates (``World``), and
 refreshes it at the start of every request by a change check that is
 exact (see ``placement/objects/changes.py``): one query reads the
-change counters of ``CHANGE_SLOTS`` slots; for the slots that moved, one
-more reads which providers changed since, and only those are read again.
-A request therefore sees every write committed before it began, through
-whichever process or API node made it, and costs the database two tiny
+change counters of ``SLOTS`` slots; for the slots that moved, one more
+reads which providers changed since, and only those are read again. The
+counters are moved by database triggers, so a request sees every write
+committed before it began, whoever made it (our API on any node, upstream's
+API on the same database, SQL by hand), and costs the database two tiny
 queries instead of a search.
 
 A full load happens on first use, when the database's epoch changes (a
-new database, or ``changes.new_epoch``), and when this process is further
-behind than the change log keeps.
+new database, a renamed resource class or trait, ``placement-manage
+reload``), when this process is further behind than the change log keeps,
+when more changed than half its providers (cheaper to read them all), and
+when the log was pruned between its two reads. Each is logged at INFO
+and counted in /metrics.
 """
 import bisect
 import collections
-import struct
 import threading
+import time
 import weakref
 
+from oslo_log import log as logging
+import prometheus_client
 import sqlalchemy as sa
 
 from placement.db import models
 from placement.objects.candidates import combine
+from placement.objects.candidates import rules
 from placement.objects import changes
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -36,24 +43,34 @@ _RPA = models.RPA
 _SLOT = models.CHANGE_SLOT
 _CHANGE = models.CHANGE
 
+LOG = logging.getLogger(__name__)
+
 # Providers read per statement on a partial reload.
 _CHUNK = 500
 
-
-def _float32(value):
-    """``value`` as MySQL computes with a FLOAT column: single precision,
-    widened to double."""
-    return struct.unpack('f', struct.pack('f', value))[0]
+# The world's health, for /metrics (per process, or summed over workers
+# in prometheus_client's multiprocess mode).
+FULL_LOADS = prometheus_client.Counter(
+    'placement_candidates_world_full_loads',
+    'Full loads of the in-memory candidates world, by reason.', ['reason'])
+PARTIAL_LOADS = prometheus_client.Counter(
+    'placement_candidates_world_partial_loads',
+    'Refreshes that read again only the providers changed since.')
+PROVIDERS_READ = prometheus_client.Counter(
+    'placement_candidates_world_providers_read',
+    'Providers read into the in-memory world, by full and partial loads.')
+REFRESH_SECONDS = prometheus_client.Counter(
+    'placement_candidates_world_refresh_seconds',
+    'Time spent bringing the in-memory world up to date.')
 
 
 class Rec:
     """One provider as the search reads it.
 
-    ``inv`` is {class id: (limit, min_unit, max_unit, step_size, used)}
-    where ``limit`` is ``(total - reserved) * allocation_ratio`` as the
-    database computes it (the capacity test is ``used + amount <=
-    limit``); ``traits`` and ``aggs`` are frozensets of ids; ``prov`` is
-    the combine.Provider handed to the combiner and the summaries.
+    ``inv`` is {class id: rules.Inventory}, its limit rounded as the
+    database rounds it; ``traits`` and ``aggs`` are frozensets of ids;
+    ``prov`` is the combine.Provider handed to the combiner and the
+    summaries.
     Never changed once made: a refresh replaces it."""
 
     __slots__ = ('id', 'uuid', 'parent', 'root', 'inv', 'traits', 'aggs',
@@ -68,6 +85,73 @@ class Rec:
         self.traits = frozenset()
         self.aggs = frozenset()
         self.prov = None
+
+
+class PerTree:
+    """The most providers one tree has with inventory of a class
+    (``most``; class None: providers of any kind), or with a trait
+    (``most_with_trait``): true bounds on the choices a root offers a
+    group, which the random sample needs (search._Request.bound,
+    sample.py). Counts, not capacity, so usage changes leave them alone.
+
+    Kept per tree as a summary shared by alike trees (a cloud's trees are
+    alike: little memory), and settled for the trees changed since
+    (``touch``) when next asked."""
+
+    _ANY = (0, None)
+
+    def __init__(self, world):
+        self.world = world
+        # root -> ((key, providers), ...): key (0, None) for the tree's
+        # size, (1, class id), (2, trait id)
+        self.of_tree = {}
+        # key -> {providers in one tree: trees with that many}
+        self.trees = collections.defaultdict(collections.Counter)
+        self.changed = set(world.trees)
+        self._same = {}
+
+    def touch(self, root):
+        self.changed.add(root)
+
+    def _settle(self):
+        world = self.world
+        rps = world.rps
+        hists = self.trees
+        for root in self.changed:
+            for key, n in self.of_tree.pop(root, ()):
+                hist = hists[key]
+                hist[n] -= 1
+                if not hist[n]:
+                    del hist[n]
+            ids = world.trees.get(root)
+            if not ids:
+                continue
+            counts = collections.Counter()
+            counts[self._ANY] = len(ids)
+            for rid in ids:
+                rec = rps[rid]
+                counts.update((1, rc) for rc in rec.inv)
+                counts.update((2, tid) for tid in rec.traits)
+            summary = tuple(sorted(counts.items()))
+            summary = self.of_tree[root] = self._same.setdefault(summary,
+                                                                 summary)
+            for key, n in summary:
+                hists[key][n] += 1
+        self.changed.clear()
+
+    def _most(self, key):
+        if self.changed:
+            self._settle()
+        hist = self.trees.get(key)
+        return max(hist) if hist else 0
+
+    def most(self, rc):
+        """The most providers with class ``rc`` (None: any) in one tree;
+        0 if none has it."""
+        return self._most(self._ANY if rc is None else (1, rc))
+
+    def most_with_trait(self, trait_id):
+        return self._most((2, trait_id))
 
 
 class World:
@@ -88,37 +172,74 @@ class World:
         self.children = 0                           # providers w/ parent
         # root id -> frozenset of the trait ids in its tree, on first use.
         self.tree_traits = combine.OnFirstUse(self._traits_in_tree)
+        self._per_tree = None                       # see per_tree()
         self.loads = 0                              # full loads (tests)
 
     # -- the change check -------------------------------------------------
 
     def refresh(self, ctx, conn):
         """Bring the world up to every change committed so far."""
+        start = time.perf_counter()
         current = dict(conn.execute(
             sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
         epoch = current.pop(changes.EPOCH_SLOT, None)
-        if not self.loads or epoch != self.epoch:
+        why = None
+        if not self.loads:
+            why = 'first use'
+        elif epoch != self.epoch:
+            why = 'new epoch'
+        else:
+            why = self._catch_up(ctx, conn, current)
+        if why is not None:
             self._load(ctx, conn, None)
-            self.epoch = epoch
-            self.slots = current
-            return
+            LOG.info('Allocation candidates: loaded %d providers (%s) in '
+                     '%.3f s.', len(self.rps), why,
+                     time.perf_counter() - start)
+            FULL_LOADS.labels(why).inc()
+            PROVIDERS_READ.inc(len(self.rps))
+        self.epoch = epoch
+        self.slots = current
+        REFRESH_SECONDS.inc(time.perf_counter() - start)
+
+    def _catch_up(self, ctx, conn, current):
+        """Read again the providers logged since the counters this world
+        reflects; the reason to load everything instead, or None."""
         seen = self.slots
         moved = {s: v for s, v in current.items() if seen.get(s, 0) != v}
         if not moved:
-            return
-        if any(v < seen.get(s, 0) or v - seen.get(s, 0) >= changes.KEEP
-               for s, v in moved.items()):
-            self._load(ctx, conn, None)
-        else:
-            conds = [sa.and_(_CHANGE.c.slot == s,
-                             _CHANGE.c.seq > seen.get(s, 0),
-                             _CHANGE.c.seq <= v)
-                     for s, v in sorted(moved.items())]
-            ids = {r[0] for r in conn.execute(
-                sa.select(_CHANGE.c.resource_provider_id).where(
-                    sa.or_(*conds)))}
-            self._load(ctx, conn, ids)
-        self.slots = current
+            return None
+        behind = 0
+        for s, v in moved.items():
+            if v < seen.get(s, 0) or v - seen.get(s, 0) >= changes.KEEP:
+                return 'behind the change log'
+            behind += v - seen.get(s, 0)
+        if behind > max(_CHUNK, len(self.rps) // 2):
+            # Reading the log and then most providers by id costs more
+            # than reading every provider at once.
+            return 'more changes than half the providers'
+        conds = [sa.and_(_CHANGE.c.slot == s,
+                         _CHANGE.c.seq > seen.get(s, 0),
+                         _CHANGE.c.seq <= v)
+                 for s, v in sorted(moved.items())]
+        rows = conn.execute(
+            sa.select(_CHANGE.c.slot, _CHANGE.c.seq,
+                      _CHANGE.c.resource_provider_id).where(
+                sa.or_(*conds))).all()
+        # Every bump logs a row: a missing number means a writer pruned
+        # the log between our two reads.
+        got = {(s, n) for s, n, _ in rows}
+        if len(got) != behind:
+            return 'change log pruned while read'
+        ids = {r[2] for r in rows}
+        self._load(ctx, conn, ids)
+        PARTIAL_LOADS.inc()
+        PROVIDERS_READ.inc(len(ids))
+        return None
+
+    def read_all(self, ctx, conn):
+        """Read every provider, with no change check: a world of its own
+        for a database that does not count its changes (explain)."""
+        self._load(ctx, conn, None)
 
     # -- loading ----------------------------------------------------------
 
@@ -175,6 +296,7 @@ class World:
             self.by_uuid = {}
             self.children = 0
             self.tree_traits.clear()
+            self._per_tree = None
             self.loads += 1
         else:
             for rp_id in ids:
@@ -193,10 +315,10 @@ class World:
         inv = collections.defaultdict(list)
         for rid, rc, total, reserved, ratio, min_unit, max_unit, step in invs:
             n = used.get((rid, rc), 0)
-            sql_ratio = _float32(ratio) if mysql else ratio
-            inv[rid].append((rc, once((
-                (total - reserved) * sql_ratio, min_unit, max_unit, step,
-                n)), once((int((total - reserved) * ratio), n, max_unit))))
+            inv[rid].append((rc, once(rules.inventory(
+                total, reserved, ratio, min_unit, max_unit, step, n,
+                single_precision=mysql)), once(rules.room(
+                    int((total - reserved) * ratio), n, max_unit))))
         trait_ids = collections.defaultdict(list)
         for rid, tid in traits:
             trait_ids[rid].append(tid)
@@ -247,6 +369,8 @@ class World:
             bisect.insort(tree, rec.id)
         if rec.parent is not None:
             self.children += 1
+        if self._per_tree is not None:
+            self._per_tree.touch(rec.root)
         for tid in rec.traits:
             self.by_trait[tid].add(rec.id)
         for aid in rec.aggs:
@@ -265,6 +389,8 @@ class World:
             self.roots.pop(bisect.bisect_left(self.roots, rec.root))
         if rec.parent is not None:
             self.children -= 1
+        if self._per_tree is not None:
+            self._per_tree.touch(rec.root)
         for tid in rec.traits:
             self.by_trait[tid].discard(rp_id)
         for aid in rec.aggs:
@@ -275,6 +401,24 @@ class World:
     def _traits_in_tree(self, root):
         return frozenset().union(*(self.rps[rid].traits
                                    for rid in self.trees.get(root, ())))
+
+    def root_of(self, uuid, any_case=False):
+        """The root id of the tree of provider ``uuid`` (in_tree), None if
+        there is none; ``any_case``: MySQL's collation matches a uuid in
+        any case."""
+        rid = self.by_uuid.get(uuid)
+        if rid is None and any_case:
+            wanted = uuid.lower()
+            rid = next((i for u, i in self.by_uuid.items()
+                        if u.lower() == wanted), None)
+        return None if rid is None else self.rps[rid].root
+
+    def per_tree(self):
+        """PerTree of this world: counted on first use after a full load,
+        then for the trees changed since."""
+        if self._per_tree is None:
+            self._per_tree = PerTree(self)
+        return self._per_tree
 
     def tree_providers(self, roots):
         """{id: combine.Provider} of the whole trees under ``roots``."""

@@ -126,6 +126,7 @@ class WorldBuilder:
                     {'resource_provider_id': rp, 'consumer_id':
                      str(uuidlib.uuid4()), 'resource_class_id': have[rc],
                      'used': used} for rp, rc, used in self.alloc])
-            # Written behind the API's back: every process reloads.
+            # Written in bulk: every process reloads at once (the
+            # triggers have counted it too, provider by provider).
             changes.new_epoch(conn)
         return self

@@ -7,7 +7,7 @@ world behind: random sequences of every write the API offers, made by a
 random one of our processes at random microversions (and, by mode, by
 upstream 16.0.0's app and by SQL typed by hand), each followed by a random
 candidates query sent to every world process and to a process answering
-with the SQL engine (``gather.USE_WORLD = False``) over the same
+with the SQL engine (``engine.USE_WORLD = False``) over the same
 database. Every world must answer exactly as SQL: status, allocation
 requests, mappings and provider summaries (randomize off; orders the API
 leaves undefined are normalised).

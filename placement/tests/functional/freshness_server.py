@@ -12,7 +12,7 @@ under gunicorn; a socket per request
 would only make each of the check's steps slower.
 
 ``--sql`` answers allocation candidates with the SQL engine
-(``gather.USE_WORLD = False``): the check's reference. That process also
+(``engine.USE_WORLD = False``): the check's reference. That process also
 runs ``placement-manage`` commands: a line {"manage": [args]} runs
 ``placement-manage args`` in it, answering {"status": exit code, "body":
 output}. It keeps no world, so the command's own configuration of the
@@ -42,10 +42,10 @@ def _always_reload():
 
 
 def _app(url, use_world):
-    from placement.objects.candidates import gather
+    from placement.objects.candidates import engine
     from placement import conf as placement_conf
     from placement import deploy
-    gather.USE_WORLD = use_world
+    engine.USE_WORLD = use_world
     conf = placement_conf.build_conf(args=[], default_config_files=[])
     conf.set_override('auth_strategy', 'noauth2', group='api')
     conf.set_override('connection', url, group='placement_database')

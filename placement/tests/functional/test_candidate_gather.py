@@ -1,4 +1,4 @@
-"""The SQL engine (gather.py): each seam answers as the general path.
+"""The SQL engine (sql.py): each seam answers as the general path.
 
 Random worlds (the differential test's, many side by side) and random
 queries, so that every feature (granular groups, isolate, sharing,
@@ -18,7 +18,8 @@ import pytest
 import sqlalchemy as sa
 import webob
 
-from placement.objects.candidates import gather
+from placement.objects.candidates import engine
+from placement.objects.candidates import sql
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidates_differential as diff
@@ -26,9 +27,9 @@ from placement.tests.functional import test_candidates_differential as diff
 
 @pytest.fixture(autouse=True)
 def sql_gatherer(monkeypatch):
-    """These tests are about the SQL gatherer (gather.py), the engine of
+    """These tests are about the SQL engine (sql.py), the engine of
     databases that do not count their changes."""
-    monkeypatch.setattr(gather, 'USE_WORLD', False)
+    monkeypatch.setattr(engine, 'USE_WORLD', False)
 
 
 def glued_world(rnd, parts, flat=False):
@@ -84,7 +85,7 @@ def _limited_queries(rnd, world, count):
 
 def test_anchor_batches_answer_as_all_anchors_at_once(monkeypatch):
     """Under a limit, trees are read and combined batch by batch
-    (gather._MIN_BATCH); batches of one anchor must give exactly the
+    (sql._MIN_BATCH); batches of one anchor must give exactly the
     answer of one batch holding every anchor, order included."""
     rnd = random.Random(20261122)
     checked = 0
@@ -93,10 +94,10 @@ def test_anchor_batches_answer_as_all_anchors_at_once(monkeypatch):
         with gabbits.app_over_world(world) as app:
             for path, version in _limited_queries(rnd, world, 40):
                 with monkeypatch.context() as m:
-                    m.setattr(gather, '_MIN_BATCH', 10 ** 9)
+                    m.setattr(sql, '_MIN_BATCH', 10 ** 9)
                     at_once = get(app, path, version)
                 with monkeypatch.context() as m:
-                    m.setattr(gather, '_MIN_BATCH', 1)
+                    m.setattr(sql, '_MIN_BATCH', 1)
                     batched = get(app, path, version)
                 assert batched == at_once, (path, version)
                 checked += at_once[0] == 200 and len(
@@ -107,7 +108,7 @@ def test_anchor_batches_answer_as_all_anchors_at_once(monkeypatch):
 def test_a_limited_answer_is_part_of_the_whole(monkeypatch):
     # Compared as multisets: below 1.34 two candidates may differ only in
     # their hidden mappings, as upstream's do.
-    monkeypatch.setattr(gather, '_MIN_BATCH', 1)
+    monkeypatch.setattr(sql, '_MIN_BATCH', 1)
     rnd = random.Random(20261125)
     checked = 0
     world = glued_world(rnd, 12)
@@ -138,7 +139,7 @@ def test_a_limited_answer_is_part_of_the_whole(monkeypatch):
 
 def test_trees_read_by_range_answer_as_by_list(monkeypatch):
     """Trees of many close roots are read by id range, the trees in
-    between dropped (gather._dense); forced on for every batch, the
+    between dropped (sql._dense); forced on for every batch, the
     answers must be the same as reading them by list."""
     rnd = random.Random(20261123)
     world = glued_world(rnd, 12)
@@ -147,11 +148,11 @@ def test_trees_read_by_range_answer_as_by_list(monkeypatch):
         for _ in range(60):
             path, version = diff.random_query(rnd, world)
             with monkeypatch.context() as m:
-                m.setattr(gather, '_DENSE_MIN', 10 ** 9)
+                m.setattr(sql, '_DENSE_MIN', 10 ** 9)
                 by_list = get(app, path, version)
             with monkeypatch.context() as m:
-                m.setattr(gather, '_DENSE_MIN', 1)
-                m.setattr(gather, '_DENSE_SPAN', 10 ** 6)
+                m.setattr(sql, '_DENSE_MIN', 1)
+                m.setattr(sql, '_DENSE_SPAN', 10 ** 6)
                 by_range = get(app, path, version)
             assert by_range == by_list, (path, version)
             checked += by_list[0] == 200 and bool(

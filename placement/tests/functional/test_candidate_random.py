@@ -126,17 +126,27 @@ def test_limit_samples_the_whole_answer(randomized_trees, path, total):
 
 
 def test_limit_with_randomize_stops_early(randomized_trees, monkeypatch):
-    """The sample is drawn as the search goes: a limit of 2 takes 2
-    candidates from the combiner, not all 336."""
+    """The sample is drawn, not cut from the whole answer: a limit of 2
+    checks a few drawn combinations (3 isolated groups over 8 children:
+    336 candidates among 512 combinations) and never enumerates."""
     from placement.objects.candidates import combine
-    from placement.objects.candidates import gather
-    taken = []
-    real = combine.combine
+    enumerated = []
+    checked = []
+    real_combine = combine.combine
+    real_ok = combine.Checker.ok
 
     def counting(*args, **kwargs):
-        for cand in real(*args, **kwargs):
-            taken.append(cand)
+        for cand in real_combine(*args, **kwargs):
+            enumerated.append(cand)
             yield cand
-    monkeypatch.setattr(gather.combine, 'combine', counting)
+
+    def ok(self, anchor, picks):
+        checked.append(picks)
+        return real_ok(self, anchor, picks)
+    monkeypatch.setattr(combine, 'combine', counting)
+    monkeypatch.setattr(combine.Checker, 'ok', ok)
     assert len(_answers(randomized_trees, WIDE + '&limit=2')) == 2
-    assert len(taken) == 2
+    assert enumerated == []
+    # 2 kept; each draw keeps with odds 336/512: 40 checks have odds
+    # below 1e-15.
+    assert 2 <= len(checked) < 40

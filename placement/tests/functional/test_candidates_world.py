@@ -1,9 +1,9 @@
 """The in-memory world (candidates/world.py, search.py) answers exactly
-as the SQL gatherer, is never stale for a writer, and samples fairly.
+as the SQL engine, is never stale for a writer, and samples fairly.
 
 * Random worlds (the differential test's, side by side: trees, sharing
   providers, usage, traits, aggregates) and random queries are answered
-  from memory and by the SQL gatherer (gather.py); bodies must be
+  from memory and by the SQL engine (sql.py); bodies must be
   identical, order included, with and without a limit, batches of any
   size.
 * The flat fast path (search._flat) answers as the general path.
@@ -22,7 +22,7 @@ import uuid as uuidlib
 import pytest
 import webob
 
-from placement.objects.candidates import gather
+from placement.objects.candidates import engine
 from placement.objects.candidates import search
 from placement.objects.candidates import world as world_mod
 from placement.objects import changes
@@ -50,7 +50,7 @@ def finds(monkeypatch):
 
 def _sql(monkeypatch, app, path, version):
     with monkeypatch.context() as m:
-        m.setattr(gather, 'USE_WORLD', False)
+        m.setattr(engine, 'USE_WORLD', False)
         return twr.get(app, path, version)
 
 
@@ -174,12 +174,12 @@ class _Cloud:
             'resource_provider_generation': self.gen[rp],
             'aggregates': list(aggs)})
 
-    def allocate(self, consumer, rp, **amounts):
+    def allocate(self, consumer, rp, generation=None, **amounts):
         _call(self.app, 'PUT', '/allocations/' + consumer, {
             'allocations': {rp: {'resources': amounts}},
             'project_id': str(uuidlib.uuid4()),
             'user_id': str(uuidlib.uuid4()),
-            'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+            'consumer_generation': generation, 'consumer_type': 'INSTANCE'})
 
 
 def _providers(app, query):
@@ -254,13 +254,19 @@ def _second_process(engine, ctx):
     """Another process's World over the same database: nothing tells it
     about writes but the change counters."""
     other = world_mod.World()
-    with engine.connect() as conn:
-        other.refresh(ctx, conn)
+    _refresh(other, engine, ctx)
     return other
 
 
 def _refresh(other, engine, ctx):
-    with engine.connect() as conn:
+    """As a request does: a new context (names of custom classes are
+    trusted for one request) and a reader connection of the service's
+    engine, which the fixture made ``engine``."""
+    from placement import context
+    from placement.db import api as db_api
+    ctx = context.RequestContext(user_id='admin', project_id='admin')
+    with db_api.one_statement_reader(ctx) as conn:
+        assert conn.engine.url == engine.url
         other.refresh(ctx, conn)
 
 
@@ -278,20 +284,67 @@ def test_another_process_sees_writes(ctx):
         cloud.inventory(a, VCPU=4)
         other = _second_process(engine, ctx)
         rid = other.by_uuid[a]
-        assert other.rps[rid].prov.inventory['VCPU'] == (4, 0, 2147483647)
+        assert other.rps[rid].prov.inventory['VCPU'][:3] == (4, 0, 2147483647)
         cloud.allocate(str(uuidlib.uuid4()), a, VCPU=3)
         _refresh(other, engine, ctx)
-        assert other.rps[rid].prov.inventory['VCPU'] == (4, 3, 2147483647)
+        assert other.rps[rid].prov.inventory['VCPU'][:3] == (4, 3, 2147483647)
         assert other.loads == 1
         b = cloud.provider('b')
         _refresh(other, engine, ctx)
         assert b in other.by_uuid and other.loads == 1
 
 
-def test_a_reader_behind_the_pruned_log_reloads_everything(ctx,
-                                                           monkeypatch):
+def test_a_consumer_moved_to_another_provider_frees_the_first(ctx):
+    """What nova does on every resize and migration: PUT the consumer's
+    allocations on provider B in place of those on A. Another process
+    sees A's usage fall (A's generation does not move, so only the
+    change capture can tell it)."""
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        b = cloud.provider('b')
+        cloud.inventory(a, VCPU=4)
+        cloud.inventory(b, VCPU=4)
+        consumer = str(uuidlib.uuid4())
+        cloud.allocate(consumer, a, VCPU=4)
+        other = _second_process(engine, ctx)
+        assert other.rps[other.by_uuid[a]].prov.inventory['VCPU'][1] == 4
+        cloud.allocate(consumer, b, generation=1, VCPU=4)
+        _refresh(other, engine, ctx)
+        assert other.rps[other.by_uuid[a]].prov.inventory['VCPU'][1] == 0
+        assert other.rps[other.by_uuid[b]].prov.inventory['VCPU'][1] == 4
+        assert _providers(app, 'resources=VCPU:4') == [a]
+
+
+def test_a_renamed_resource_class_is_answered_by_its_new_name(ctx):
+    """PUT /resource_classes/{name} (1.2-1.6) renames a custom class:
+    every process's world speaks the new name at its next request."""
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        _call(app, 'POST', '/resource_classes', {'name': 'CUSTOM_OLD'},
+              version='1.2')
+        cloud.inventory(a, CUSTOM_OLD=4)
+        other = _second_process(engine, ctx)
+        assert _providers(app, 'resources=CUSTOM_OLD:1') == [a]
+        _call(app, 'PUT', '/resource_classes/CUSTOM_OLD',
+              {'name': 'CUSTOM_NEW'}, version='1.2')
+        body = _call(app, 'GET',
+                     '/allocation_candidates?resources=CUSTOM_NEW:1')
+        assert list(body['provider_summaries'][a]['resources']) == [
+            'CUSTOM_NEW']
+        _refresh(other, engine, ctx)
+        assert list(other.rps[other.by_uuid[a]].prov.inventory) == [
+            'CUSTOM_NEW']
+
+
+def test_a_reader_behind_the_change_log_reloads_everything(ctx,
+                                                          monkeypatch):
+    """Further behind than the log keeps (``changes.KEEP`` per slot), a
+    reader loads everything; then it follows the log again."""
     monkeypatch.setattr(changes, 'KEEP', 3)
-    monkeypatch.setattr(changes, 'PRUNE_EVERY', 1)
     with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
                                                                    engine):
         cloud = _Cloud(app)
@@ -307,6 +360,38 @@ def test_a_reader_behind_the_pruned_log_reloads_everything(ctx,
         _refresh(other, engine, ctx)
         assert other.loads == 2
         assert other.rps[rid].prov.inventory['VCPU'][0] == 9
+
+
+def test_a_log_pruned_between_the_two_reads_is_noticed(ctx):
+    """A writer may prune the log between a reader's read of the counters
+    and its read of the log: the sequence numbers it finds then have a
+    gap, and it loads everything rather than miss a change."""
+    import sqlalchemy as sa
+    from placement.db import models
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        a = cloud.provider('a')
+        b = cloud.provider('b')
+        other = _second_process(engine, ctx)
+        cloud.inventory(a, VCPU=2)
+        cloud.inventory(b, VCPU=3)
+        with engine.begin() as conn:
+            rid = conn.execute(sa.select(models.RP.c.id).where(
+                models.RP.c.uuid == a)).scalar()
+            # What a prune would leave: the oldest of a's rows gone.
+            first = conn.execute(sa.select(sa.func.min(
+                models.CHANGE.c.seq)).where(
+                models.CHANGE.c.slot == changes.slot_of(rid),
+                models.CHANGE.c.seq > other.slots[changes.slot_of(rid)])
+            ).scalar()
+            conn.execute(models.CHANGE.delete().where(
+                models.CHANGE.c.slot == changes.slot_of(rid),
+                models.CHANGE.c.seq == first))
+        _refresh(other, engine, ctx)
+        assert other.loads == 2
+        assert other.rps[rid].prov.inventory['VCPU'][0] == 2
+        assert other.rps[other.by_uuid[b]].prov.inventory['VCPU'][0] == 3
 
 
 def test_a_slot_row_missing_is_made_by_the_next_write(ctx):
@@ -373,9 +458,10 @@ def test_randomized_limit_samples_every_fitting_provider(nested):
     assert min(seen.values()) >= 3
 
 
-def test_reload_command_after_writes_behind_the_apis_back(tmp_path):
-    """SQL run by hand is not counted: the world keeps its copy until
-    ``placement-manage reload`` gives the database a new epoch."""
+def test_sql_by_hand_is_seen_and_reload_loads_everything(tmp_path):
+    """SQL run by hand is counted by the triggers like any write: the next
+    answer has it. ``placement-manage reload`` still makes every process
+    load the whole world again (a new epoch)."""
     from placement.tests.functional import test_commands
     import sqlalchemy as sa
     with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
@@ -387,7 +473,13 @@ def test_reload_command_after_writes_behind_the_apis_back(tmp_path):
         assert _providers(app, q) == [a]
         with engine.begin() as conn:
             conn.execute(sa.text('UPDATE inventories SET total = 2'))
-        assert _providers(app, q) == [a]      # the copy, as documented
+        assert _providers(app, q) == []
+        with engine.begin() as conn:
+            conn.execute(sa.text('UPDATE inventories SET total = 3'))
+        assert _providers(app, q) == [a]
+        with engine.connect() as conn:
+            the_world = world_mod.for_connection(conn)
+        loads = the_world.loads
         conf_dir = tmp_path / 'etc'
         conf_dir.mkdir()
         (conf_dir / 'placement.conf').write_text(
@@ -396,4 +488,30 @@ def test_reload_command_after_writes_behind_the_apis_back(tmp_path):
         result = test_commands.manage(conf_dir, 'reload')
         assert result.returncode == 0, result.stderr
         assert 'next request' in result.stdout
-        assert _providers(app, q) == []
+        assert _providers(app, q) == [a]
+        assert the_world.loads == loads + 1
+
+
+@pytest.mark.parametrize('use_world', [True, False])
+def test_each_group_is_logged_at_debug(use_world, monkeypatch, caplog):
+    """An operator following a request at DEBUG sees, per request group,
+    how many providers matched it, from either engine."""
+    w = cw.WorldBuilder()
+    for name in ('cn1', 'cn2'):
+        w.provider(name)
+        w.inventory(name, 'VCPU', 8)
+    w.provider('small')
+    w.inventory('small', 'VCPU', 1)
+    monkeypatch.setattr(engine, 'USE_WORLD', use_world)
+    caplog.set_level('DEBUG', logger='placement.objects.candidates.names')
+    with gabbits.app_over_world(w) as app:
+        status, _body = twr.get(
+            app, '/allocation_candidates?resources=VCPU:2'
+            '&resources1=VCPU:1&group_policy=none', LATEST)
+    assert status == 200
+    lines = [r.getMessage() for r in caplog.records
+             if 'matched group' in r.getMessage()]
+    assert any(line.startswith("2 providers under 2 trees matched group ''")
+               for line in lines), lines
+    assert any(line.startswith("3 providers under 3 trees matched group "
+                               "'1'") for line in lines), lines

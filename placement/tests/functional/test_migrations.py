@@ -1,6 +1,7 @@
 """The migrations build exactly the schema ``placement.db.models``
 describes, on the backend under test (``PLACEMENT_TEST_DB_URL``, else
-SQLite), and keep upstream's revision chain and its upgrade blockers."""
+SQLite), keep upstream's revision chain and its upgrade blockers, and
+record ours on a track of their own (``placement_extra_version``)."""
 import os
 import subprocess
 import sys
@@ -20,37 +21,57 @@ from placement.tests import db as test_db
 # "placement-manage db sync" made must be at one of these.
 UPSTREAM_CHAIN = ['b4ed3a175331', '611cd6dffd7b', 'b5c396305c25',
                   '422ece571366', 'a082b8bb98d0']
-# Ours, after upstream's head: the candidates' change counters.
-CHAIN = UPSTREAM_CHAIN + ['c3a1f0e2d4b7']
+# Ours, on their own track, applied after upstream's head: the
+# candidates' change counters first.
+EXTRA_CHAIN = ['c3a1f0e2d4b7', 'd7e2b9c41f05']
+VERSION_TABLES = {'alembic_version', migration.EXTRA_VERSION_TABLE}
 
 
 @pytest.fixture
 def empty_db():
-    db = test_db.TestDatabase()
-    models.BASE.metadata.drop_all(db.engine)
+    # Never created, rather than created and dropped: drop_all leaves
+    # what is not a table (MySQL's trigger procedure) behind.
+    db = test_db.TestDatabase(schema=False)
     yield db
     db.drop()
+
+
+def _not_a_version_table(name, type_, parent_names):
+    return not (type_ == 'table' and name in VERSION_TABLES)
 
 
 def _diff(engine):
     with engine.connect() as conn:
         ctx = alembic_migration.MigrationContext.configure(
-            conn, opts={'compare_type': True})
+            conn, opts={'compare_type': True,
+                        'include_name': _not_a_version_table})
         return autogenerate.compare_metadata(ctx, models.BASE.metadata)
 
 
-def test_revision_chain_is_upstreams():
+def _at_heads(engine):
+    """Upstream's track at upstream's head, ours at its own."""
+    return (migration.version(engine=engine) == UPSTREAM_CHAIN[-1] and
+            migration.version(engine, migration.EXTRA) == EXTRA_CHAIN[-1])
+
+
+def _chain(track):
     scripts = alembic_script.ScriptDirectory(
-        migration._alembic_config(engine=object()).get_main_option(
-            'script_location'))
-    chain = [rev.revision for rev in scripts.walk_revisions()]
-    assert list(reversed(chain)) == CHAIN
-    assert scripts.get_heads() == [CHAIN[-1]]
+        migration._alembic_config(engine=object(), track=track)
+        .get_main_option('script_location'))
+    assert len(scripts.get_heads()) == 1
+    return [rev.revision for rev in reversed(list(scripts.walk_revisions()))]
+
+
+def test_revision_chain_is_upstreams_and_ours_is_apart():
+    assert _chain(migration.UPSTREAM) == UPSTREAM_CHAIN
+    assert _chain(migration.EXTRA) == EXTRA_CHAIN
+    assert migration.head(migration.UPSTREAM) == UPSTREAM_CHAIN[-1]
+    assert migration.head(migration.EXTRA) == EXTRA_CHAIN[-1]
 
 
 def test_upgrade_head_on_empty_database_matches_the_models(empty_db):
     migration.upgrade('head', engine=empty_db.engine)
-    assert migration.version(engine=empty_db.engine) == CHAIN[-1]
+    assert _at_heads(empty_db.engine)
     assert _diff(empty_db.engine) == []
     with empty_db.engine.connect() as conn:
         slots = dict(conn.execute(sa.select(
@@ -65,7 +86,7 @@ def test_upgraded_schema_has_every_model_column_and_index(empty_db):
     migration.upgrade('head', engine=empty_db.engine)
     inspector = sa.inspect(empty_db.engine)
     assert set(inspector.get_table_names()) == (
-        set(models.BASE.metadata.tables) | {'alembic_version'})
+        set(models.BASE.metadata.tables) | VERSION_TABLES)
     for name, table in models.BASE.metadata.tables.items():
         columns = {c['name']: c for c in inspector.get_columns(name)}
         assert set(columns) == set(table.columns.keys()), name
@@ -92,21 +113,123 @@ def test_upgraded_schema_has_every_model_column_and_index(empty_db):
 
 
 def test_upgrade_one_revision_at_a_time(empty_db):
-    for revision in CHAIN:
+    """Each revision is found on its track; ours leave upstream's table
+    alone."""
+    for revision in UPSTREAM_CHAIN:
         migration.upgrade(revision, engine=empty_db.engine)
         assert migration.version(engine=empty_db.engine) == revision
+        assert migration.version(empty_db.engine, migration.EXTRA) is None
+    for revision in EXTRA_CHAIN:
+        migration.upgrade(revision, engine=empty_db.engine)
+        assert migration.version(empty_db.engine,
+                                 migration.EXTRA) == revision
+        assert migration.version(engine=empty_db.engine) == (
+            UPSTREAM_CHAIN[-1])
     assert _diff(empty_db.engine) == []
+
+
+def test_one_of_our_revisions_brings_upstreams_track_to_its_head(empty_db):
+    migration.upgrade(EXTRA_CHAIN[0], engine=empty_db.engine)
+    assert migration.version(engine=empty_db.engine) == UPSTREAM_CHAIN[-1]
+    assert migration.version(empty_db.engine,
+                             migration.EXTRA) == EXTRA_CHAIN[0]
 
 
 def test_upgrade_is_a_no_op_at_head(empty_db):
     migration.upgrade('head', engine=empty_db.engine)
     migration.upgrade('head', engine=empty_db.engine)
-    assert migration.version(engine=empty_db.engine) == CHAIN[-1]
+    assert _at_heads(empty_db.engine)
 
 
 def test_stamp_then_version(empty_db):
     migration.stamp(UPSTREAM_CHAIN[2], engine=empty_db.engine)
     assert migration.version(engine=empty_db.engine) == UPSTREAM_CHAIN[2]
+    assert migration.version(empty_db.engine, migration.EXTRA) is None
+
+
+def test_our_revisions_are_not_upstreams_to_stamp(empty_db):
+    """db stamp is upstream's track: one of ours is unknown there."""
+    with pytest.raises(Exception, match="Can't locate revision"):
+        migration.stamp(EXTRA_CHAIN[0], engine=empty_db.engine)
+
+
+def _stacked(engine):
+    """What releases of ours before the separate track left: our first
+    revision in alembic_version after upstream's a082b8bb98d0."""
+    migration.upgrade('a082b8bb98d0', engine=engine)
+    with engine.begin() as conn:
+        # Not create_all: that would add later revisions' triggers too.
+        models.CHANGE_SLOT.create(conn)
+        models.CHANGE.create(conn)
+        conn.execute(sa.text('UPDATE alembic_version SET version_num = :v'),
+                     {'v': EXTRA_CHAIN[0]})
+
+
+def test_a_conversion_stopped_half_way_is_finished(empty_db):
+    """Our track stamped, alembic_version not yet given back: the next
+    sync completes it. (The whole conversion, with upstream's db sync
+    after it: test_rolling_upgrade.)"""
+    _stacked(empty_db.engine)
+    migration.alembic_command.stamp(
+        migration._alembic_config(empty_db.engine, migration.EXTRA),
+        EXTRA_CHAIN[0])
+    migration.upgrade('head', engine=empty_db.engine)
+    assert _at_heads(empty_db.engine)
+
+
+def test_change_tables_stamped_away_are_adopted(empty_db):
+    """An operator who worked around the stacked revision with ``db stamp
+    a082b8bb98d0`` left the change tables recorded nowhere: the next sync
+    records them on our track and adds the triggers, instead of failing
+    to create the tables again."""
+    engine = empty_db.engine
+    _stacked(engine)
+    with engine.begin() as conn:
+        # What "db stamp a082b8bb98d0" did (purging the unknown one).
+        conn.execute(sa.text('UPDATE alembic_version SET version_num = :v'),
+                     {'v': UPSTREAM_CHAIN[-1]})
+    migration.upgrade('head', engine=engine)
+    assert _at_heads(engine)
+    assert _diff(engine) == []
+    from placement.db import change_triggers
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) == []
+
+
+def test_triggers_come_and_go_with_their_revision(empty_db):
+    from placement.db import change_triggers
+    engine = empty_db.engine
+    migration.upgrade(EXTRA_CHAIN[0], engine=engine)
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) != []
+    migration.upgrade('head', engine=engine)
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) == []
+    migration.alembic_command.downgrade(
+        migration._alembic_config(engine, migration.EXTRA), EXTRA_CHAIN[0])
+    with engine.connect() as conn:
+        assert change_triggers.missing(conn) != []
+        # Upstream's writes work without them.
+        conn.execute(sa.text(
+            "INSERT INTO resource_providers (uuid, name, generation) "
+            "VALUES ('u', 'n', 0)"))
+        conn.commit()
+
+
+def test_drop_extra_leaves_upstreams_schema_alone(empty_db):
+    engine = empty_db.engine
+    migration.upgrade('head', engine=engine)
+    migration.drop_extra(engine=engine)
+    assert migration.version(engine=engine) == UPSTREAM_CHAIN[-1]
+    assert migration.version(engine, migration.EXTRA) is None
+    extra = {models.CHANGE_SLOT.name, models.CHANGE.name,
+             migration.EXTRA_VERSION_TABLE}
+    assert not extra & set(sa.inspect(engine).get_table_names())
+    # Nothing left to drop is fine too; a sync brings it all back.
+    migration.drop_extra(engine=engine)
+    migration.upgrade('head', engine=engine)
+    assert _at_heads(engine)
+    assert _diff(engine) == []
 
 
 def _manage(url, *args):
@@ -143,7 +266,7 @@ def test_old_data_blocks_the_upgrade_until_online_migrations_ran(empty_db):
         result.stdout)
 
     migration.upgrade('head', engine=engine)
-    assert migration.version(engine=engine) == CHAIN[-1]
+    assert _at_heads(engine)
 
 
 _BOOT = '''
@@ -172,7 +295,7 @@ def test_workers_starting_together_on_a_fresh_database(empty_db):
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err[-3000:]
         assert out.strip().splitlines()[-1] == 'booted'
-    assert migration.version(engine=empty_db.engine) == CHAIN[-1]
+    assert _at_heads(empty_db.engine)
     with empty_db.engine.connect() as conn:
         names = [r[0] for r in conn.execute(sa.select(models.TRAIT.c.name))]
     assert sorted(names) == sorted(os_traits.get_traits())

@@ -17,19 +17,19 @@ on its own database of the suite's kind:
   FROM allocations, link rows inserted, deleted and changed, providers
   re-parented, classes and traits renamed...).
 
-And every trigger on the tables candidates read is needed: without any
-one of them, the check fails.
+That every trigger on the tables candidates read is needed (drop any one
+and the check fails) is checked by ``tools/freshness-check
+--without-each-trigger``: dropping each in turn takes longer than the
+suite can spend.
 
-The runs (and the trigger run) go at once, one thread each driving its
-own processes, so that they share the machine's CPUs; the tests report
-each one's outcome. ``PLACEMENT_MODEL_STEPS`` steps per mix (default
-3,400: 10,200 per database), ``PLACEMENT_MODEL_SEED``; a failure names the
-seed, the step, the writes before it, the answers' difference, and
-whether a full reload put the world right. ``tools/freshness-check`` runs
-it long.
+The runs go at once, one thread each driving its own processes, so that
+they share the machine's CPUs; the tests report each one's outcome.
+``PLACEMENT_MODEL_STEPS`` steps per mix (default 3,400: 10,200 per
+database), ``PLACEMENT_MODEL_SEED``; a failure names the seed, the step,
+the writes before it, the answers' difference, and whether a full reload
+put the world right. ``tools/freshness-check`` runs it long.
 """
 import os
-import random
 
 import pytest
 
@@ -39,28 +39,9 @@ from placement.tests.functional import upstream_venv
 
 STEPS = int(os.environ.get('PLACEMENT_MODEL_STEPS', '3400'))
 SEED = int(os.environ.get('PLACEMENT_MODEL_SEED', '2028'))
-# Steps a trigger's absence may go unnoticed.
-TRIGGER_CAP = int(os.environ.get('PLACEMENT_MODEL_TRIGGER_CAP', '1500'))
-
-
-def _without_each_trigger():
-    """{(trigger, table): the step that failed without it (None: none)};
-    raises AssertionError when a table has no trigger."""
-    with freshness.Cluster(upstream=True) as cluster:
-        found = freshness.triggers(cluster.engine)
-        missing = set(freshness.CANDIDATE_TABLES) - {t for _n, t, _s
-                                                     in found}
-        assert not missing, 'no trigger on ' + ', '.join(sorted(missing))
-        freshness.build_world(cluster, random.Random(SEED))
-        return freshness.without_each_trigger(cluster, 'all', TRIGGER_CAP,
-                                              SEED, which=found)
-
-
-# The run each test reports on.
 RUNS = {'test_worlds_follow_writes_of_ours': 'ours',
         'test_worlds_follow_writes_of_upstream': 'upstream',
-        'test_worlds_follow_sql_by_hand': 'sql',
-        'test_every_trigger_is_needed': 'triggers'}
+        'test_worlds_follow_sql_by_hand': 'sql'}
 
 
 @pytest.fixture(scope='module')
@@ -77,7 +58,6 @@ def outcomes(request):
     else:
         calls['upstream'] = lambda: freshness.run('upstream', STEPS,
                                                   SEED + 1)
-        calls['triggers'] = _without_each_trigger
     return freshness.concurrently({name: call for name, call in
                                    calls.items() if name in wanted})
 
@@ -122,19 +102,3 @@ def test_worlds_follow_sql_by_hand(outcomes):
     landed = _landed(_result(outcomes, 'sql'))
     missing = set(writes.SqlWrites.WEIGHTS) - landed
     assert not missing, missing
-
-
-def test_every_trigger_is_needed(outcomes):
-    """Drop each trigger on the tables candidates read in turn: the check
-    (every writer, those to the trigger's table likelier) must fail within
-    TRIGGER_CAP steps."""
-    upstream_venv.require('upstream')
-    found = _result(outcomes, 'triggers')
-    print('\n'.join('without %s on %s: failed at step %s' % (n, t, step)
-                    for (n, t), step in sorted(found.items())))
-    unnoticed = sorted('%s (on %s)' % k for k, step in found.items()
-                       if not step)
-    assert not unnoticed, (
-        'the check did not notice these triggers missing in %d steps: '
-        'either they are not needed or no write here needs them: %s'
-        % (TRIGGER_CAP, ', '.join(unnoticed)))

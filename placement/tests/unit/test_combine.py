@@ -2,6 +2,8 @@
 import itertools
 
 from placement.objects.candidates import combine as cb
+from placement.objects.candidates import rules
+from placement.objects.candidates import sample
 
 P = cb.Provider
 G = cb.Group
@@ -12,7 +14,7 @@ def world(*provs):
 
 
 def inv(cap, used=0, max_unit=None):
-    return (cap, used, cap if max_unit is None else max_unit)
+    return rules.room(cap, used, cap if max_unit is None else max_unit)
 
 
 def run(providers, groups, limit=None, **kw):
@@ -262,55 +264,58 @@ def test_amounts_shared_between_candidates_are_never_changed():
     assert cb.allocated_providers(cands) == {1, 2}
 
 
-def test_random_order_explores_the_same_answer():
-    # rng changes the order only: exhausted, the same candidates.
-    import random
-    provs = wide_tree()
-    ordered = run(provs, wide_groups(4), isolate=True)
-    shuffled = run(provs, wide_groups(4), isolate=True,
-                   rng=random.Random(7))
-    assert alloc_set(shuffled) == alloc_set(ordered)
-    assert ([c.picks for c in shuffled] != [c.picks for c in ordered])
-    assert len(shuffled) == len(ordered) == 8 * 7 * 6 * 5
+def _checker_agrees(provs, groups, **kw):
+    """The Checker accepts, under each anchor, exactly the combinations of
+    the anchor's lists that the search yields."""
+    checker = cb.Checker(provs, groups, **kw)
+    layout = sample.shape(checker.groups)
+    total = 0
+    for anchor in cb.viable_anchors(groups):
+        lists = sample.lists_of(checker.groups, anchor)
+        drawn = {sample.decode(layout, lists, u)
+                 for u in range(sample.size(lists))}
+        assert len(drawn) == sample.size(lists)
+        accepted = {picks for picks in drawn if checker.ok(anchor, picks)}
+        searched = {c.picks for c in cb.combine(provs, groups,
+                                                anchors=[anchor], **kw)}
+        assert accepted == searched, anchor
+        total += len(accepted)
+    return total
 
 
-def test_random_first_candidate_spreads_over_the_answer():
-    # limit=1 with randomize: the first candidate found is any of the
-    # 20,160 (each child as often in each group, within chance), never
-    # the deterministic first one every time.
-    import collections
-    import random
-    rng = random.Random(42)
-    provs = wide_tree()
-    per_group = [collections.Counter() for _ in range(6)]
-    firsts = set()
-    draws = 800
-    for _ in range(draws):
-        cand = run(provs, wide_groups(6), limit=1, isolate=True, rng=rng)[0]
-        firsts.add(cand.picks)
-        for pos, rp in enumerate(cand.picks):
-            per_group[pos][rp] += 1
-    assert len(firsts) > draws * 0.9     # 20,160 possible: few repeats
-    for counts in per_group:
-        assert set(counts) == set(range(10, 18))
-        # 100 expected per child; 5 sigma is about 47.
-        assert all(50 <= n <= 150 for n in counts.values()), counts
+def test_checker_judges_as_the_search():
+    assert _checker_agrees(wide_tree(), wide_groups(4),
+                           isolate=True) == 8 * 7 * 6 * 5
+    # not isolated: one unit per child keeps them apart all the same
+    assert _checker_agrees(wide_tree(), wide_groups(3)) == 8 * 7 * 6
+    # capacity summed over groups, traits of the unnumbered group,
+    # same_subtree, one provider per tree
+    provs = world(
+        P(1, 'cn', None, 1, traits={'A'}, inventory={'VCPU': inv(2)}),
+        P(2, 'numa0', 1, 1, traits={'B'}, inventory={'VCPU': inv(1)}),
+        P(3, 'numa1', 1, 1, inventory={'VCPU': inv(3),
+                                       'MEMORY_MB': inv(64)}),
+        P(4, 'dev', 3, 1, inventory={'VF': inv(2)}),
+        P(5, 'dev2', 2, 1, inventory={'VF': inv(1)}))
+    groups = [G('', [('VCPU', 1), ('MEMORY_MB', 8)],
+                {1: {'VCPU': [1, 2, 3], 'MEMORY_MB': [3]}},
+                required=[{'A', 'B'}], forbidden={'C'}),
+              G('1', [('VCPU', 2)], {1: [1, 3]}),
+              G('2', [('VF', 1)], {1: [4, 5]})]
+    assert _checker_agrees(provs, groups) > 0
+    assert _checker_agrees(provs, groups, isolate=True) > 0
+    assert _checker_agrees(provs, groups, same_subtrees=[{'1', '2'}]) > 0
+    assert _checker_agrees(provs, groups, one_provider_per_tree=True) == 0
 
 
-def test_random_order_takes_anchors_round_robin():
-    # The first candidates come from distinct anchors, in random order.
-    import random
-    provs = world(*[P(i, str(i), None, i, inventory={'VCPU': inv(4)})
-                    for i in range(1, 9)])
-    for i in range(1, 9):
-        provs[10 * i] = P(10 * i, 'c%d' % i, i, i,
-                          inventory={'VCPU': inv(4)})
-    g = G('1', [('VCPU', 1)], {i: [i, 10 * i] for i in range(1, 9)})
-    rng = random.Random(3)
-    seen_first = set()
-    for _ in range(60):
-        first = run(provs, [g], limit=4, rng=rng)
-        roots = [provs[c.picks[0]].root_id for c in first]
-        assert len(set(roots)) == 4
-        seen_first.add(first[0].picks[0])
-    assert len(seen_first) > 8      # roots and children alike come first
+def test_checker_leaves_no_trace():
+    # What a judged combination took is given back, kept or refused: the
+    # next one is judged alone.
+    provs = world(P(1, 'cn', None, 1, inventory={'VCPU': inv(3)}),
+                  P(2, 'cn2', None, 2, inventory={'VCPU': inv(2)}))
+    groups = [G('1', [('VCPU', 2)], {1: [1], 2: [2]}),
+              G('2', [('VCPU', 1)], {1: [1], 2: [2]})]
+    checker = cb.Checker(provs, groups)
+    for _ in range(3):
+        assert checker.ok(1, (1, 1))
+        assert not checker.ok(2, (2, 2))

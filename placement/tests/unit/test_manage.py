@@ -1,5 +1,7 @@
 """placement-manage's argument handling and the online data migration
 loop, with the database replaced by fakes."""
+import contextlib
+
 import pytest
 
 from placement.cmd import manage
@@ -68,12 +70,16 @@ def test_sync_version_and_stamp_call_the_migration_module(no_db, monkeypatch,
         ('upgrade', v)))
     monkeypatch.setattr(migration, 'stamp', lambda v: calls.append(
         ('stamp', v)))
-    monkeypatch.setattr(migration, 'version', lambda: 'a082b8bb98d0')
+    monkeypatch.setattr(migration, 'version', lambda track='upstream': {
+        'upstream': 'a082b8bb98d0', 'extra': 'c3a1f0e2d4b7'}[track])
+    monkeypatch.setattr(migration, 'startup_lock', contextlib.nullcontext)
     assert manage.main(no_db + ['db', 'sync']) == 0
     assert manage.main(no_db + ['db', 'stamp', 'b4ed3a175331']) == 0
     assert manage.main(no_db + ['db', 'version']) == 0
     assert calls == [('upgrade', 'head'), ('stamp', 'b4ed3a175331')]
-    assert capsys.readouterr().out.strip() == 'a082b8bb98d0'
+    assert capsys.readouterr().out == 'a082b8bb98d0\n'
+    assert manage.main(no_db + ['db', 'version', '--extra']) == 0
+    assert capsys.readouterr().out == 'c3a1f0e2d4b7\n'
 
 
 @pytest.mark.parametrize('value', ['0', '-3', 'many'])

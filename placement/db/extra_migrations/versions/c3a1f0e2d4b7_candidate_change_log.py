@@ -6,8 +6,12 @@ here, so each API process can keep the world in memory and refresh it
 exactly (see placement/objects/candidates/world.py). Upstream's
 placement-manage ignores these tables.
 
+The first revision of our own track. Releases before the track existed
+recorded it in upstream's alembic_version, after upstream's a082b8bb98d0;
+``migration.upgrade`` moves such a stamp here.
+
 Revision ID: c3a1f0e2d4b7
-Revises: a082b8bb98d0
+Revises:
 """
 from alembic import op
 import sqlalchemy as sa
@@ -15,7 +19,7 @@ import sqlalchemy as sa
 from placement.db import models
 
 revision = 'c3a1f0e2d4b7'
-down_revision = 'a082b8bb98d0'
+down_revision = None
 branch_labels = None
 depends_on = None
 
@@ -37,3 +41,8 @@ def upgrade():
         sa.Column('resource_provider_id', sa.Integer, primary_key=True,
                   autoincrement=False))
     op.bulk_insert(slots, models.change_slot_rows())
+
+
+def downgrade():
+    op.drop_table('placement_changes')
+    op.drop_table('placement_change_slots')

@@ -1,41 +1,29 @@
 """Allocation candidates in SQL: the engine of a database that does not
 count its changes.
 
-``find`` is the entry point of GET /allocation_candidates. A database
-that counts its changes (placement.objects.changes) is answered from this
-process's in-memory world (world.py, search.py); one that does not -- made
-by upstream's placement-manage, not yet upgraded by ours -- is answered
-here, with the same rules, names resolved the same way (names.py) and the
-same combiner (combine.py). capacity.py counts over this engine too.
+engine.find answers from this process's in-memory world (world.py,
+search.py) when the database counts its changes
+(placement.objects.changes); one that does not -- made by upstream's
+placement-manage, not yet upgraded by ours -- is answered here: the same
+rules (rules.py) stated as SQL terms named after them (``_required_traits``
+is ``rules.required_traits``), names resolved the same way (names.py),
+the same combiner (combine.py). tests/functional/test_candidates_world.py
+checks that both engines answer alike on random worlds. capacity.py
+counts over this engine too.
 
-The general algorithm, for any world:
+The algorithm:
 
 1. per request group, one query returns compact (provider, root, class)
    rows for the providers that can serve each requested amount on their
    own (capacity minus usage, min_unit, max_unit, step_size) and pass the
-   group's filters (traits, aggregates, in_tree, root_required on the
-   root); sharing providers (trait MISC_SHARES_VIA_AGGREGATE) are looked
-   up once, with the roots of every tree they share an aggregate with
-   ("anchors");
-2. the anchors every group can use are combined, ascending (or shuffled
-   under randomize with a limit), after reading their whole trees
-   (providers, inventories with usage, traits);
-3. the walk stops at the limit.
-
-The rules each group follows are upstream's:
-
-* numbered group: one provider holds every resource, every required
-  trait, none of the forbidden ones, is itself in the member_of aggregates
-  and not in a forbidden one; its anchor is its root, plus, for a sharing
-  provider, every root it shares an aggregate with;
-* unnumbered group: each class may come from a different provider of the
-  anchor's tree or from a sharing provider; a provider qualifies for
-  member_of when it or the anchor root is in the aggregates (a root's
-  aggregates span its tree), and a sharing provider must itself be in
-  them; forbidden aggregates exclude a provider in them or under a root in
-  them; traits are judged on the providers used, together (combine);
-* resourceless numbered groups (1.36) match providers by their traits and
-  aggregates only.
+   group's rules; sharing providers (trait MISC_SHARES_VIA_AGGREGATE) are
+   looked up once, with the roots of every tree they share an aggregate
+   with ("anchors");
+2. the anchors every group can use are combined, ascending, after
+   reading their whole trees (providers, inventories with usage, traits);
+3. the walk stops at the limit. Under randomize with a limit, candidates
+   are drawn instead, a uniform random sample of the whole answer
+   (sample.py), reading the trees of the anchors drawn only.
 
 Two seams make it cheaper without changing the answer, each with a test
 that it answers as without it (test_candidate_gather.py):
@@ -44,10 +32,13 @@ that it answers as without it (test_candidate_gather.py):
   anchors, so a limit is met without reading every tree;
 * ``_dense``: many close roots are read by id range rather than by list.
 """
+import bisect
 import collections
 import functools
+import itertools
 import random
 
+from oslo_log import log as logging
 import os_traits
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -58,16 +49,13 @@ from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
 from placement.objects.candidates import names
-from placement.objects.candidates import search
-from placement.objects.candidates import world
+from placement.objects.candidates import rules
+from placement.objects.candidates import sample
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
-_RP = models.RP
-_INV = models.INV
-_ALLOC = models.ALLOC
-_RPT = models.RPT
-_RPA = models.RPA
+_RP, _INV, _ALLOC = models.RP, models.INV, models.ALLOC
+_RPT, _RPA = models.RPT, models.RPA
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # Under a limit, trees are first read for this many anchors or twice the
@@ -81,85 +69,53 @@ _MAX_LIST = 10000
 
 Empty = names.Empty
 
-# Answer from the in-memory world when the database allows it; tests of
-# the SQL engine turn it off.
-USE_WORLD = True
 
-
-@db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
-                                exception.TraitNotFound))
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
          strategy='depth-first', randomize=False):
-    """The allocation candidates for ``groups`` (request.RequestGroup by
-    suffix) and ``wide`` (request.RequestWide).
-
-    Returns (candidates, providers, has_trees): a list of
-    combine.Candidate, {id: combine.Provider} for every provider of every
-    tree involved, and whether any provider has a parent.
+    """(candidates, providers, has_trees) as engine.find answers, read
+    from the database.
 
     Without randomization generation stops at ``limit`` (or
-    ``max_candidates``). With randomization and a limit, the search
-    explores every root in a random order and stops at ``limit``, a random
-    sample of the whole answer (upstream samples ``limit`` of up to
-    ``max_candidates`` generated). Randomized without a limit, up to
+    ``max_candidates``). With randomization and a limit, ``limit``
+    candidates are drawn, a uniform random sample of the whole answer
+    (sample.py), as upstream's random.sample of every candidate; with
+    ``max_candidates`` too, as upstream, a sample of the first
+    ``max_candidates`` generated. Randomized without a limit, up to
     ``max_candidates`` are shuffled.
     """
-    answer = _from_world(ctx, groups, wide, nested_aware, max_candidates,
-                         strategy, randomize)
-    if answer is not None:
-        return answer
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
-    if wide.limit is not None:
+    if randomize and wide.limit is not None and cap is None:
+        return _sample(ctx, groups, wide, wide.limit, nested_aware)
+    if wide.limit is not None and not randomize:
         cap = wide.limit if cap is None else min(cap, wide.limit)
-    # Randomized and limited, the search explores in a random order
-    # (combine's rng) and stops at the limit: a random sample of the
-    # whole answer, drawn without generating the rest.
-    rng = random if randomize and wide.limit is not None else None
     found, providers, has_trees = _search(ctx, groups, wide, cap,
-                                          nested_aware, strategy, rng)
+                                          nested_aware, strategy)
     return _randomized(found, wide, randomize), providers, has_trees
 
 
-def _from_world(ctx, groups, wide, nested_aware, max_candidates, strategy,
-                randomize):
-    """search.find over this process's world of the database, brought up
-    to date first; None if the database does not count its changes."""
-    if not USE_WORLD:
-        return None
-    with db_api.one_statement_reader(ctx) as conn:
-        the_world = world.for_connection(conn)
-        if the_world is None:
-            return None
-        with the_world.lock:
-            the_world.refresh(ctx, conn)
-            return search.find(
-                ctx, conn, the_world, groups, wide,
-                nested_aware=nested_aware, max_candidates=max_candidates,
-                strategy=strategy, randomize=randomize)
+def _request(ctx, groups, wide):
+    """(Request, its combine groups) for the search and the sample; (None,
+    the empty answer) when no provider can match."""
+    try:
+        gatherer = Request(ctx, groups, wide)
+    except Empty:
+        return None, ([], {}, False)
+    cgroups = gatherer.combine_groups()
+    if not cgroups:
+        return None, ([], {}, gatherer.trees)
+    return gatherer, cgroups
 
 
 @db_api.reader_connection
-def _search(ctx, groups, wide, cap, nested_aware, strategy, rng):
+def _search(ctx, groups, wide, cap, nested_aware, strategy):
     """Gather every group's rows, then combine anchor batch after anchor
-    batch, stopping at ``cap`` candidates; with ``rng``, over the anchors
-    in a random order."""
-    try:
-        gatherer = Gatherer(ctx, groups, wide)
-    except Empty:
-        return [], {}, False
-    cgroups = gatherer.combine_groups()
-    if not cgroups:
-        return [], {}, gatherer.trees
+    batch, stopping at ``cap`` candidates."""
+    gatherer, cgroups = _request(ctx, groups, wide)
+    if gatherer is None:
+        return cgroups
     anchors = combine.viable_anchors(cgroups)
-    if rng is not None:
-        rng.shuffle(anchors)
-    # The sharing providers some group may use; their trees are read with
-    # the first batch.
-    sharing = gatherer.sharing & {
-        rp for cg in cgroups for per in cg.by_anchor.values()
-        for rp in (per if cg.same_provider else
-                   (rp for lst in per.values() for rp in lst))}
+    sharing = _sharing_listed(gatherer, cgroups)
     batch = len(anchors)
     if cap is not None and strategy != 'breadth-first':
         batch = max(_MIN_BATCH, 2 * cap)
@@ -175,20 +131,104 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy, rng):
                 same_subtrees=wide.same_subtrees,
                 one_provider_per_tree=not nested_aware and gatherer.trees,
                 strategy=strategy, anchors=now, seen=seen,
-                shared_ids=gatherer.sharing, rng=rng):
+                shared_ids=gatherer.sharing):
             found.append(cand)
             if cap is not None and len(found) >= cap:
                 break
     return found, providers, gatherer.trees
 
 
+def _sharing_listed(gatherer, cgroups):
+    """The sharing providers some group may use; their trees are read
+    with the first batch."""
+    return gatherer.sharing & {
+        rp for cg in cgroups for per in cg.by_anchor.values()
+        for rp in (per if cg.same_provider else
+                   (rp for lst in per.values() for rp in lst))}
+
+
 def _randomized(found, wide, randomize):
+    """As upstream: a sample of what max_allocation_candidates let be
+    generated, or all of it shuffled."""
     if not randomize:
         return found
     if wide.limit is not None and len(found) > wide.limit:
         return random.sample(found, wide.limit)
     random.shuffle(found)
     return found
+
+
+@db_api.reader_connection
+def _sample(ctx, groups, wide, limit, nested_aware):
+    """``limit`` candidates, a uniform random sample of the whole answer
+    (sample.py): every anchor's lists are known from the rows, so an
+    anchor is drawn in proportion to its lists' product, and trees are
+    read for the anchors drawn, a batch at a time."""
+    gatherer, cgroups = _request(ctx, groups, wide)
+    if gatherer is None:
+        return cgroups
+    providers = {}
+    options = dict(isolate=wide.group_policy == 'isolate',
+                   same_subtrees=wide.same_subtrees,
+                   one_provider_per_tree=not nested_aware and gatherer.trees)
+    checker = combine.Checker(providers, cgroups, **options)
+    anchors = combine.viable_anchors(cgroups)
+    lists = [sample.lists_of(checker.groups, a) for a in anchors]
+    sizes = [sample.size(lsts) for lsts in lists]
+    sharing = _sharing_listed(gatherer, cgroups)
+    read = set()
+    kept = {}
+    if sum(sizes) > limit and not _sharing_alone(lists, sharing):
+        kept = sample.draw(
+            limit, _attempts(gatherer, anchors, lists, sizes, checker,
+                             providers, sharing, read, limit),
+            checker, sample.budget(len(anchors)))
+    everything = ()
+    if len(kept) < limit:
+        providers.update(gatherer.providers(
+            [a for a in anchors if a not in read],
+            sharing - set(providers)))
+        everything = combine.combine(
+            providers, cgroups, anchors=anchors,
+            shared_ids=gatherer.sharing, **options)
+    return sample.fill(kept, limit, everything), providers, gatherer.trees
+
+
+def _sharing_alone(lists, sharing):
+    """Whether a candidate may be made of sharing providers alone (and
+    so come from several anchors): every position has one in some
+    anchor's list."""
+    if not sharing or not lists:
+        return False
+    width = len(next(lsts for lsts in lists if lsts is not None))
+    return all(any(lsts is not None and not sharing.isdisjoint(lsts[pos])
+                   for lsts in lists)
+               for pos in range(width))
+
+
+def _attempts(gatherer, anchors, lists, sizes, checker, providers,
+              sharing, read, limit):
+    """sample.py's attempts: an anchor in proportion to its lists'
+    product, then an element of that product uniformly. Anchors are
+    drawn a batch ahead, so that their trees are read in one go (first
+    batch: twice the limit, then four times more each)."""
+    layout = sample.shape(checker.groups)
+    cum = list(itertools.accumulate(sizes))
+    total = cum[-1]
+    randrange = random.randrange
+    batch = max(_MIN_BATCH, 2 * limit)
+    while True:
+        drawn = [bisect.bisect_right(cum, randrange(total))
+                 for _ in range(batch)]
+        need = {anchors[i] for i in drawn} - read
+        if need:
+            providers.update(gatherer.providers(
+                need, sharing - set(providers)))
+            read |= need
+        for i in drawn:
+            yield anchors[i], sample.decode(layout, lists[i],
+                                            randrange(sizes[i]))
+        batch *= 4
 
 
 # -- SQL pieces ---------------------------------------------------------
@@ -225,9 +265,9 @@ def _with_usage(from_, sqlite, *conds):
     return from_, sa.func.coalesce(usage.c.used, 0)
 
 
-def _fits(used, amount, sqlite):
-    """The inventory row can take ``amount`` more: capacity left after
-    ``used``, min_unit, max_unit, step_size.
+def _serves(used, amount, sqlite):
+    """rules.serves: the inventory row can take ``amount`` more (capacity
+    left after ``used``, min_unit, max_unit, step_size).
 
     Elsewhere than on SQLite the test is wrapped in a CASE the planner
     cannot see into: PostgreSQL multiplies a default selectivity per term
@@ -261,8 +301,24 @@ def _in_aggs(rp_col, agg_ids):
                    agg_ids)
 
 
-def _in_all(rp_col, lists):
-    return sa.and_(*[_in_aggs(rp_col, ids) for ids in lists])
+def _required_traits(rp_col, required):
+    """rules.required_traits: in one of each any-of set."""
+    return [_has_trait(rp_col, any_of) for any_of in required]
+
+
+def _forbidden_traits(rp_col, forbidden):
+    """rules.forbidden_traits."""
+    return ~_has_trait(rp_col, forbidden)
+
+
+def _member_of(rp_col, member_of):
+    """rules.member_of: in one aggregate of each any-of set."""
+    return sa.and_(*[_in_aggs(rp_col, ids) for ids in member_of])
+
+
+def _forbidden_aggregates(rp_col, forbidden_aggs):
+    """rules.forbidden_aggregates."""
+    return ~_in_aggs(rp_col, forbidden_aggs)
 
 
 def _sharing_trait_id(ctx):
@@ -305,7 +361,7 @@ def _set_traits(ctx, provs, trait_rows):
         provs[rid].traits = traits
 
 
-class Gatherer:
+class Request:
     """One request resolved against the database: the rows each group
     can use (``combine_groups``) and the trees behind them
     (``providers``)."""
@@ -350,78 +406,53 @@ class Gatherer:
     # -- names to ids -------------------------------------------------------
 
     def _resolve(self, groups):
-        wide = self.wide
-        self.root_required = names.trait_ids(self.ctx,
-                                             sorted(wide.root_required))
-        self.root_forbidden = names.trait_ids(self.ctx,
-                                              sorted(wide.root_forbidden))
+        self.root_required, self.root_forbidden = names.root_traits(
+            self.ctx, self.wide)
         if self.root_required or self.root_forbidden:
             roots = sa.select(_RP.c.id).where(
                 _RP.c.parent_provider_id.is_(None),
                 *self._root_ok(_RP.c.id))
             if self.conn.execute(roots.limit(1)).first() is None:
                 raise Empty()
-        return names.resolve(self.ctx, groups, self._agg_ids,
-                             self._tree_root_of, self._any_in_all,
-                             self._empty_before_error)
+        return names.resolve(self.ctx, groups, self._agg_ids, self)
 
-    def _tree_root_of(self, uuid):
+    def tree_root_of(self, uuid):
         return self.conn.execute(
             sa.select(_RP.c.root_provider_id).where(
                 _RP.c.uuid == uuid)).scalar()
 
-    def _any_in_all(self, member_of):
+    def any_in_all(self, member_of):
         return self.conn.execute(
-            sa.select(_RP.c.id).where(_in_all(_RP.c.id, member_of))
+            sa.select(_RP.c.id).where(_member_of(_RP.c.id, member_of))
             .limit(1)).first() is not None
-
-    def _empty_before_error(self, resolved):
-        """Upstream resolves names group by group and stops at the first
-        group with no candidates, answering 200 and an empty body before it
-        meets a bad name further on; do the same."""
-        saved = getattr(self, 'groups', None)
-        try:
-            for g in resolved:
-                if g.member_of and not all(g.member_of):
-                    raise Empty()
-                if g.tree_root is None and g.rg.in_tree:
-                    raise Empty()
-                self.groups = [g]
-                cgroups = self.combine_groups()
-                if not cgroups:
-                    raise Empty()
-                anchors = combine.viable_anchors(cgroups)
-                provs = self.providers(anchors, self.sharing)
-                if next(combine.combine(provs, cgroups, anchors=anchors),
-                        None) is None:
-                    raise Empty()
-        finally:
-            self.groups = saved
 
     # -- filters -------------------------------------------------------------
 
     def _root_ok(self, root_col):
+        """rules.root_required."""
         conds = [_has_trait(root_col, {t}) for t in self.root_required]
         if self.root_forbidden:
-            conds.append(~_has_trait(root_col, self.root_forbidden))
+            conds.append(_forbidden_traits(root_col, self.root_forbidden))
         return conds
 
     def _provider_filters(self, g, rp_col, root_col):
-        """WHERE terms a provider must meet to serve group ``g``."""
+        """WHERE terms a provider must meet to serve group ``g``:
+        rules.group_verdict."""
         conds = []
         if g.numbered:
-            conds.extend(_has_trait(rp_col, any_of) for any_of in g.required)
+            conds.extend(_required_traits(rp_col, g.required))
             if g.member_of:
-                conds.append(_in_all(rp_col, g.member_of))
+                conds.append(_member_of(rp_col, g.member_of))
             if g.forbidden_aggs:
-                conds.append(~_in_aggs(rp_col, g.forbidden_aggs))
+                conds.append(_forbidden_aggregates(rp_col, g.forbidden_aggs))
         else:
             if g.member_of:
-                conds.append(sa.or_(_in_all(rp_col, g.member_of),
-                                    _in_all(root_col, g.member_of)))
+                conds.append(sa.or_(_member_of(rp_col, g.member_of),
+                                    _member_of(root_col, g.member_of)))
             if g.forbidden_aggs:
-                conds.append(~_in_aggs(rp_col, g.forbidden_aggs))
-                conds.append(~_in_aggs(root_col, g.forbidden_aggs))
+                conds.append(_forbidden_aggregates(rp_col, g.forbidden_aggs))
+                conds.append(_forbidden_aggregates(root_col,
+                                                   g.forbidden_aggs))
             if g.required and not self.sharing:
                 # Without sharing providers the traits must come from the
                 # tree itself: drop trees lacking one of the any-of sets.
@@ -435,7 +466,7 @@ class Gatherer:
                                       tree.c.id))
                         .where(tree_rpt.c.trait_id.in_(sorted(any_of)))))
         if g.forbidden:
-            conds.append(~_has_trait(rp_col, g.forbidden))
+            conds.append(_forbidden_traits(rp_col, g.forbidden))
         return conds
 
     # -- rows per group -----------------------------------------------------
@@ -450,8 +481,7 @@ class Gatherer:
         to drive the query from the class index."""
         filters = self._provider_filters(g, _RP.c.id, _RP.c.root_provider_id)
         if not g.resources:
-            if not (g.required or g.member_of):
-                # Upstream finds nothing without a positive filter.
+            if not rules.resourceless_group(g):
                 return []
             return self.conn.execute(sa.select(
                 _RP.c.id, _RP.c.root_provider_id, sa.null()).where(
@@ -468,7 +498,7 @@ class Gatherer:
             _RP.c.id, _RP.c.root_provider_id, _INV.c.resource_class_id,
         ).select_from(from_).where(
             _INV.c.resource_class_id.in_(sorted(rc_amount)),
-            _fits(used, amount, self.sqlite), *filters, *extra)).all()
+            _serves(used, amount, self.sqlite), *filters, *extra)).all()
 
     def _sharing_rows(self, g):
         """Rows of sharing providers able to serve ``g``, whatever their
@@ -480,7 +510,7 @@ class Gatherer:
             extra.append(_RP.c.root_provider_id == g.tree_root)
         if not g.numbered and g.member_of:
             # The sharing provider itself must be in the aggregates.
-            extra.append(_in_all(_RP.c.id, g.member_of))
+            extra.append(_member_of(_RP.c.id, g.member_of))
         return self._rows(g, extra)
 
     def _anchors_of(self, sharing_ids):
@@ -507,13 +537,14 @@ class Gatherer:
                                         *conds_for(_RP.c.id))
         return {r[0] for r in self.conn.execute(sel)}
 
-    def combine_groups(self):
-        """combine.Group per request group (with the anchors each can
-        use); None when some group has no provider at all."""
+    def combine_groups(self, groups=None):
+        """combine.Group per request group (``groups``, default the
+        request's), with the anchors each can use; None when some group
+        has no provider at all."""
         root_ok = self._root_ok(_RP.c.root_provider_id)
         per_group = []
         sharing_used = set()
-        for g in self.groups:
+        for g in self.groups if groups is None else groups:
             extra = list(root_ok)
             if g.tree_root is not None and g.resources:
                 # in_tree is ignored by upstream for resourceless groups.
@@ -521,6 +552,8 @@ class Gatherer:
             rows = self._rows(g, extra)
             srows = self._sharing_rows(g)
             sharing_used.update(r[0] for r in srows)
+            if names.LOG.isEnabledFor(logging.DEBUG):
+                g.log_matches(_by_anchor(g, rows), srows, 'SQL engine')
             if not rows and not srows:
                 return None
             per_group.append((g, rows, srows))
@@ -537,8 +570,8 @@ class Gatherer:
                 bad_roots = self._roots_matching(
                     set().union(*anchors_of.values()),
                     lambda col: [_in_aggs(col, g.forbidden_aggs)])
-            out.append(_to_combine_group(g, rows, srows, anchors_of,
-                                         bad_roots))
+            out.append(g.combine_group(rules.add_sharing(
+                g, _by_anchor(g, rows), srows, anchors_of, bad_roots)))
         return out
 
     # -- whole trees ----------------------------------------------------------
@@ -587,7 +620,7 @@ class Gatherer:
             if prov is None:
                 prov = provs[rid] = combine.Provider(rid, uuid, parent, root)
             if rc_id is not None:
-                prov.inventory[rc_names[rc_id]] = (
+                prov.inventory[rc_names[rc_id]] = rules.room(
                     int((total - reserved) * ratio), int(used or 0),
                     max_unit)
         _set_traits(self.ctx, provs, self.conn.execute(
@@ -598,46 +631,24 @@ class Gatherer:
         return provs
 
 
-def _to_combine_group(g, rows, srows, anchors_of, bad_roots):
-    """combine.Group for ``g`` from its rows and its sharing providers'
-    (``srows``), sharing providers added under every anchor they serve
-    except ``bad_roots``."""
+def _by_anchor(g, rows):
+    """What ``g`` may use per anchor root, from its rows: {root:
+    [providers serving every class]} for a numbered group, {root: {class
+    name: [providers]}} for the unnumbered one."""
     if g.numbered:
-        # provider -> classes it can serve; keep those serving all.
         served = collections.defaultdict(set)
         root_of = {}
         for rp, root, rc in rows:
             served[rp].add(rc)
             root_of[rp] = root
         need = set(g.rc_ids.values())
-        by_anchor = collections.defaultdict(list)
+        by_anchor = {}
         for rp in sorted(served):
             if served[rp] >= need:
-                by_anchor[root_of[rp]].append(rp)
-        s_served = collections.defaultdict(set)
-        for rp, root, rc in srows:
-            s_served[rp].add(rc)
-        for rp in sorted(s_served):
-            if s_served[rp] >= need:
-                for anchor in sorted(anchors_of.get(rp, ())):
-                    lst = by_anchor[anchor]
-                    if rp not in lst:
-                        lst.append(rp)
-        return combine.Group(g.suffix, g.resources, dict(by_anchor))
+                by_anchor.setdefault(root_of[rp], []).append(rp)
+        return by_anchor
     rc_names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-    by_anchor = collections.defaultdict(
-        lambda: collections.defaultdict(list))
+    by_anchor = {}
     for rp, root, rc in sorted(map(tuple, rows)):
-        by_anchor[root][rc_names[rc]].append(rp)
-    for rp, root, rc in sorted(map(tuple, srows)):
-        for anchor in sorted(anchors_of.get(rp, ())):
-            if anchor in bad_roots:
-                continue
-            lst = by_anchor[anchor][rc_names[rc]]
-            if rp not in lst:
-                lst.append(rp)
-    return combine.Group(
-        g.suffix, g.resources,
-        {a: dict(per) for a, per in by_anchor.items()},
-        required=[set(g_ids) for g_ids in g.rg.required],
-        forbidden=set(g.rg.forbidden))
+        by_anchor.setdefault(root, {}).setdefault(rc_names[rc], []).append(rp)
+    return by_anchor

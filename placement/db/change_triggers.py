@@ -1,0 +1,409 @@
+"""Database triggers that count every write to what candidates read.
+
+Each API process keeps the providers in memory (``objects/candidates/
+world.py``) and refreshes it from the change counters and log
+(``placement_change_slots``, ``placement_changes``; see
+``objects/changes.py`` for why they are exact). Who bumps them must not
+depend on the writer remembering to: our API, upstream's API serving the
+same database during a rolling upgrade, and SQL typed by an operator all
+go through these triggers. A write path added next year cannot forget.
+
+What they watch (``WATCHED``): a row of ``resource_providers`` (its id,
+uuid or place in a tree), ``inventories``, ``allocations``,
+``resource_provider_traits`` and ``resource_provider_aggregates`` logs
+its provider -- the old one and the new one of an update. A rename of a
+resource class or trait (``RENAMES``) changes what every provider's
+answer says, so it starts a new epoch: every process reloads.
+
+How each database does it:
+
+* PostgreSQL: a row trigger only notes the provider in a transaction-
+  local setting (no lock taken); a deferred constraint trigger, fired at
+  COMMIT, bumps each slot once, in slot order, and logs the providers.
+  The counter's row lock is then held for the commit only, and two
+  committers never wait on each other in a cycle. A transaction that
+  notes more than ``_PG_NOTE_MAX`` providers (a bulk load) starts a new
+  epoch instead.
+* MySQL / MariaDB (no deferred triggers, no transaction-local
+  variables): each row bumps its slot and logs itself at once, so the
+  slot's lock is held from that row to the COMMIT; writers contend on
+  the slot only when they share it (one in ``SLOTS``).
+* SQLite: the same as MySQL; one writer at a time anyway.
+
+Every bump logs at least one row, so the sequence numbers a reader finds
+for a slot are dense unless the log was pruned under it (the reader
+checks). Every ``PRUNE_EVERY``-th bump of a slot deletes its rows older
+than ``KEEP`` changes.
+
+A migration installs them (``install``) with the revision that adds them;
+``BASE.metadata.create_all`` does too (tests). Changing them means a new
+revision that drops and installs again.
+"""
+
+SLOTS = 64
+EPOCH_SLOT = -1
+KEEP = 2000
+PRUNE_EVERY = 100
+_PG_NOTE_MAX = 1000
+
+# table -> the column naming its provider; resource_providers is watched
+# only when one of _RP_TREE_COLUMNS changes (not on every generation).
+WATCHED = {
+    'resource_providers': 'id',
+    'inventories': 'resource_provider_id',
+    'allocations': 'resource_provider_id',
+    'resource_provider_traits': 'resource_provider_id',
+    'resource_provider_aggregates': 'resource_provider_id',
+}
+_RP_TREE_COLUMNS = ('id', 'uuid', 'parent_provider_id', 'root_provider_id')
+# Tables whose names providers' answers show: a rename is a new epoch.
+RENAMES = {'resource_classes': ('id', 'name'), 'traits': ('id', 'name')}
+
+_EVENTS = ('INSERT', 'UPDATE', 'DELETE')
+
+
+def _name(table, event):
+    return 'placement_chg_%s_%s' % (table, event.lower())
+
+
+def trigger_names():
+    """Every trigger ``install`` makes, by table."""
+    names = {}
+    for table in WATCHED:
+        names[table] = [_name(table, e) for e in _EVENTS]
+    for table in RENAMES:
+        names[table] = [_name(table, 'update')]
+    return names
+
+
+def _changed(columns, old='OLD', new='NEW', distinct='IS DISTINCT FROM'):
+    return ' OR '.join('%s.%s %s %s.%s' % (old, c, distinct, new, c)
+                       for c in columns)
+
+
+# -- PostgreSQL --------------------------------------------------------
+
+def _pg_note_function(col):
+    """The row trigger's function for tables naming their provider in
+    ``col``: note the old and new provider in this transaction."""
+    return """
+CREATE OR REPLACE FUNCTION placement_note_%(col)s() RETURNS trigger AS $$
+DECLARE
+    noted text := coalesce(current_setting('placement.changed', true), '');
+    ids integer[];
+    rp integer;
+BEGIN
+    IF noted = '*' THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        ids := ARRAY[NEW.%(col)s];
+    ELSIF TG_OP = 'DELETE' THEN
+        ids := ARRAY[OLD.%(col)s];
+    ELSE
+        ids := ARRAY[OLD.%(col)s, NEW.%(col)s];
+    END IF;
+    FOREACH rp IN ARRAY ids LOOP
+        IF rp IS NOT NULL AND position(',' || rp || ',' IN noted) = 0 THEN
+            IF length(noted) > %(max_chars)d THEN
+                noted := '*';
+                EXIT;
+            END IF;
+            noted := noted || ',' || rp || ',';
+        END IF;
+    END LOOP;
+    PERFORM set_config('placement.changed', noted, true);
+    RETURN NULL;
+END $$ LANGUAGE plpgsql
+""" % {'col': col, 'max_chars': _PG_NOTE_MAX * 8}
+
+
+_PG_FUNCTIONS = [_pg_note_function(col) for col in sorted(
+    set(WATCHED.values()))] + [
+    # Everything changed (a rename, a TRUNCATE): a new epoch at COMMIT.
+    """
+CREATE OR REPLACE FUNCTION placement_note_everything() RETURNS trigger AS $$
+BEGIN
+    PERFORM set_config('placement.changed', '*', true);
+    RETURN NULL;
+END $$ LANGUAGE plpgsql
+""",
+    # TRUNCATE: no row trigger fires, so a new epoch at once.
+    """
+CREATE OR REPLACE FUNCTION placement_new_epoch() RETURNS trigger AS $$
+BEGIN
+    UPDATE placement_change_slots SET seq = seq + 1 WHERE slot = %d;
+    RETURN NULL;
+END $$ LANGUAGE plpgsql
+""" % EPOCH_SLOT,
+    # At COMMIT: bump and log what was noted, slots in order.
+    """
+CREATE OR REPLACE FUNCTION placement_log_changes() RETURNS trigger AS $$
+DECLARE
+    noted text := coalesce(current_setting('placement.changed', true), '');
+    ids integer[];
+    s integer;
+    n bigint;
+BEGIN
+    IF noted = '' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM set_config('placement.changed', '', true);
+    IF noted = '*' THEN
+        UPDATE placement_change_slots SET seq = seq + 1
+            WHERE slot = %(epoch)d;
+        RETURN NULL;
+    END IF;
+    ids := string_to_array(
+        trim(both ',' from replace(noted, ',,', ',')), ',')::integer[];
+    FOR s IN SELECT DISTINCT id %% %(slots)d FROM unnest(ids) AS t(id)
+             ORDER BY 1
+    LOOP
+        UPDATE placement_change_slots SET seq = seq + 1
+            WHERE slot = s RETURNING seq INTO n;
+        IF n IS NULL THEN
+            -- A slot row deleted by hand: start it again.
+            INSERT INTO placement_change_slots (slot, seq) VALUES (s, 1);
+            n := 1;
+        END IF;
+        INSERT INTO placement_changes (slot, seq, resource_provider_id)
+            SELECT s, n, id FROM unnest(ids) AS t(id)
+            WHERE id %% %(slots)d = s;
+        IF n %% %(every)d = 0 THEN
+            DELETE FROM placement_changes
+                WHERE slot = s AND seq <= n - %(keep)d;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $$ LANGUAGE plpgsql
+""" % {'epoch': EPOCH_SLOT, 'slots': SLOTS, 'every': PRUNE_EVERY,
+       'keep': KEEP},
+]
+
+
+_PG_FUNCTION_NAMES = ['placement_note_' + col for col in sorted(
+    set(WATCHED.values()))] + ['placement_note_everything',
+                               'placement_new_epoch', 'placement_log_changes']
+
+
+def _pg_pair(name, event, table, when, function):
+    """A row trigger noting, and a deferred one logging at COMMIT."""
+    return [
+        'CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW %s '
+        'EXECUTE FUNCTION %s()' % (name, event, table, when, function),
+        'CREATE CONSTRAINT TRIGGER %s_log AFTER %s ON %s '
+        'DEFERRABLE INITIALLY DEFERRED FOR EACH ROW %s '
+        'EXECUTE FUNCTION placement_log_changes()'
+        % (name, event, table, when)]
+
+
+def _pg_triggers():
+    out = []
+    for table, col in WATCHED.items():
+        for event in _EVENTS:
+            when = ''
+            if table == 'resource_providers' and event == 'UPDATE':
+                when = 'WHEN (%s)' % _changed(_RP_TREE_COLUMNS)
+            out += _pg_pair(_name(table, event), event, table, when,
+                            'placement_note_' + col)
+        # TRUNCATE fires no row trigger: everything changed. (MySQL and
+        # SQLite have no TRUNCATE trigger; see doc/candidates-engine.rst.)
+        out.append(
+            'CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT '
+            'EXECUTE FUNCTION placement_new_epoch()'
+            % (_name(table, 'truncate'), table))
+    for table, cols in RENAMES.items():
+        out += _pg_pair(_name(table, 'update'), 'UPDATE', table,
+                        'WHEN (%s)' % _changed(cols),
+                        'placement_note_everything')
+    return out
+
+
+# -- MySQL / MariaDB ---------------------------------------------------
+
+_MYSQL_PROCEDURES = [
+    """
+CREATE PROCEDURE placement_log_change(IN rp INTEGER)
+BEGIN
+    DECLARE n BIGINT;
+    IF rp IS NOT NULL THEN
+        UPDATE placement_change_slots SET seq = seq + 1
+            WHERE slot = rp %% %(slots)d;
+        SELECT seq INTO n FROM placement_change_slots
+            WHERE slot = rp %% %(slots)d;
+        IF n IS NULL THEN
+            INSERT INTO placement_change_slots (slot, seq)
+                VALUES (rp %% %(slots)d, 1);
+            SET n = 1;
+        END IF;
+        INSERT INTO placement_changes (slot, seq, resource_provider_id)
+            VALUES (rp %% %(slots)d, n, rp);
+        IF n %% %(every)d = 0 THEN
+            DELETE FROM placement_changes
+                WHERE slot = rp %% %(slots)d AND seq <= n - %(keep)d;
+        END IF;
+    END IF;
+END
+""" % {'slots': SLOTS, 'every': PRUNE_EVERY, 'keep': KEEP},
+]
+
+
+def _mysql_triggers():
+    out = []
+    for table, col in WATCHED.items():
+        for event in _EVENTS:
+            if event == 'INSERT':
+                body = 'CALL placement_log_change(NEW.%s);' % col
+            elif event == 'DELETE':
+                body = 'CALL placement_log_change(OLD.%s);' % col
+            else:
+                cols = (_RP_TREE_COLUMNS if table == 'resource_providers'
+                        else None)
+                log = ('CALL placement_log_change(OLD.{c}); '
+                       'IF NOT (OLD.{c} <=> NEW.{c}) THEN '
+                       'CALL placement_log_change(NEW.{c}); END IF;'
+                       .format(c=col))
+                if cols:
+                    cond = ' OR '.join('NOT (OLD.%s <=> NEW.%s)' % (c, c)
+                                       for c in cols)
+                    body = 'IF %s THEN %s END IF;' % (cond, log)
+                else:
+                    body = log
+            out.append('CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW '
+                       'BEGIN %s END'
+                       % (_name(table, event), event, table, body))
+    for table, cols in RENAMES.items():
+        cond = ' OR '.join('NOT (OLD.%s <=> NEW.%s)' % (c, c) for c in cols)
+        out.append(
+            'CREATE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW BEGIN '
+            'IF %s THEN UPDATE placement_change_slots SET seq = seq + 1 '
+            'WHERE slot = %d; END IF; END'
+            % (_name(table, 'update'), table, cond, EPOCH_SLOT))
+    return out
+
+
+# -- SQLite --------------------------------------------------------------
+
+def _sqlite_log(rp, guard='1'):
+    slot = '(%s) %% %d' % (rp, SLOTS)
+    return (
+        'INSERT OR IGNORE INTO placement_change_slots (slot, seq) '
+        'SELECT {slot}, 0 WHERE {guard}; '
+        'UPDATE placement_change_slots SET seq = seq + 1 '
+        'WHERE slot = {slot} AND {guard}; '
+        'INSERT INTO placement_changes (slot, seq, resource_provider_id) '
+        'SELECT slot, seq, {rp} FROM placement_change_slots '
+        'WHERE slot = {slot} AND {guard}; '
+        'DELETE FROM placement_changes WHERE slot = {slot} AND {guard} '
+        'AND seq <= (SELECT seq - {keep} FROM placement_change_slots '
+        'WHERE slot = {slot} AND seq % {every} = 0); '
+    ).format(slot=slot, rp=rp, guard=guard, keep=KEEP, every=PRUNE_EVERY)
+
+
+def _sqlite_triggers():
+    out = []
+    for table, col in WATCHED.items():
+        for event in _EVENTS:
+            when = ''
+            if event == 'INSERT':
+                body = _sqlite_log('NEW.%s' % col)
+            elif event == 'DELETE':
+                body = _sqlite_log('OLD.%s' % col)
+            else:
+                body = _sqlite_log('OLD.%s' % col) + _sqlite_log(
+                    'NEW.%s' % col, 'NEW.{c} IS NOT OLD.{c}'.format(c=col))
+                if table == 'resource_providers':
+                    when = 'WHEN %s' % _changed(
+                        _RP_TREE_COLUMNS, distinct='IS NOT')
+            out.append('CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW %s '
+                       'BEGIN %s END'
+                       % (_name(table, event), event, table, when, body))
+    for table, cols in RENAMES.items():
+        out.append(
+            'CREATE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW WHEN %s '
+            'BEGIN UPDATE placement_change_slots SET seq = seq + 1 '
+            'WHERE slot = %d; END'
+            % (_name(table, 'update'), table,
+               _changed(cols, distinct='IS NOT'), EPOCH_SLOT))
+    return out
+
+
+# -- install, remove, check ----------------------------------------------
+
+def _statements(dialect):
+    if dialect == 'postgresql':
+        return _PG_FUNCTIONS + _pg_triggers()
+    if dialect == 'mysql':
+        return _MYSQL_PROCEDURES + _mysql_triggers()
+    if dialect == 'sqlite':
+        return _sqlite_triggers()
+    raise NotImplementedError(dialect)
+
+
+def _run(conn, statement):
+    """Execute DDL as written: drivers with a format paramstyle read
+    ``%`` as a placeholder."""
+    if conn.dialect.paramstyle in ('format', 'pyformat'):
+        statement = statement.replace('%', '%%')
+    conn.exec_driver_sql(statement)
+
+
+def install(conn):
+    """Create the triggers on ``conn``'s database (inside its
+    transaction where the database allows DDL in one). A procedure left
+    by dropped tables (MySQL drops triggers with their table, not
+    procedures) is replaced."""
+    if conn.dialect.name == 'mysql':
+        _run(conn, 'DROP PROCEDURE IF EXISTS placement_log_change')
+    for statement in _statements(conn.dialect.name):
+        _run(conn, statement)
+
+
+def remove(conn):
+    """Drop what ``install`` made (going back to upstream's schema)."""
+    dialect = conn.dialect.name
+    for table, names in trigger_names().items():
+        for name in names:
+            if dialect == 'postgresql':
+                _run(conn, 'DROP TRIGGER IF EXISTS %s ON %s'
+                                     % (name, table))
+                _run(conn, 'DROP TRIGGER IF EXISTS %s_log ON %s'
+                                     % (name, table))
+            else:
+                _run(conn, 'DROP TRIGGER IF EXISTS %s' % name)
+    if dialect == 'postgresql':
+        for table in WATCHED:
+            _run(conn, 'DROP TRIGGER IF EXISTS %s ON %s'
+                                 % (_name(table, 'truncate'), table))
+        for function in _PG_FUNCTION_NAMES:
+            _run(conn, 'DROP FUNCTION IF EXISTS %s()' % function)
+    elif dialect == 'mysql':
+        _run(conn, 'DROP PROCEDURE IF EXISTS placement_log_change')
+
+
+def _present(conn):
+    dialect = conn.dialect.name
+    if dialect == 'sqlite':
+        query = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+    elif dialect == 'postgresql':
+        query = ('SELECT tgname FROM pg_trigger WHERE NOT tgisinternal '
+                 'AND tgrelid IN (SELECT oid FROM pg_class WHERE '
+                 'relnamespace = current_schema()::regnamespace)')
+    elif dialect == 'mysql':
+        query = ('SELECT trigger_name FROM information_schema.triggers '
+                 'WHERE trigger_schema = DATABASE()')
+    else:
+        return set()
+    return {r[0] for r in conn.exec_driver_sql(query)}
+
+
+def installed(conn):
+    """Whether every trigger ``install`` makes is on the database."""
+    want = {n for names in trigger_names().values() for n in names}
+    return want <= _present(conn)
+
+
+def missing(conn):
+    """The triggers ``install`` makes that the database lacks, sorted."""
+    want = {n for names in trigger_names().values() for n in names}
+    return sorted(want - _present(conn))

@@ -1,0 +1,79 @@
+"""GET /allocation_candidates' answer: the one ``find`` the handler calls.
+
+Two engines answer alike (the differential tests hold them to each other
+and to upstream); which one runs is chosen here, and only here:
+
+* the world engine (world.py, search.py): this process keeps every
+  provider in memory and brings it up to date at the start of each
+  request with a change check that costs two tiny queries. It needs a
+  database that counts its changes (placement.objects.changes: the
+  triggers our migrations install);
+* the SQL engine (sql.py) for a database that does not -- made by
+  upstream's placement-manage, not yet upgraded by ours -- or when
+  ``USE_WORLD`` is off (tests of the SQL engine).
+
+Both apply the rules of rules.py and hand their groups to the same
+combiner (combine.py). Explain (explain.py) reads the same world through
+``snapshot``.
+"""
+import contextlib
+
+from placement.db import api as db_api
+from placement import exception
+from placement.objects.candidates import search
+from placement.objects.candidates import sql
+from placement.objects.candidates import world as world_mod
+
+# Answer from the in-memory world when the database counts its changes;
+# tests of the SQL engine turn it off.
+USE_WORLD = True
+
+
+@db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
+                                exception.TraitNotFound))
+def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
+         strategy='depth-first', randomize=False):
+    """The allocation candidates for ``groups`` (request.RequestGroup by
+    suffix) and ``wide`` (request.RequestWide).
+
+    Returns (candidates, providers, has_trees): a list of
+    combine.Candidate, {id: combine.Provider} for every provider of every
+    tree involved, and whether any provider has a parent.
+
+    Without randomization generation stops at ``limit`` (or
+    ``max_candidates``). With randomization and a limit, the answer is a
+    random sample of the whole answer, drawn without generating the rest
+    (upstream samples ``limit`` of up to ``max_candidates`` generated).
+    Randomized without a limit, up to ``max_candidates`` are shuffled.
+    Raises ResourceClassNotFound or TraitNotFound for a name that does
+    not exist (unless an earlier group is empty: names.resolve).
+    """
+    options = dict(nested_aware=nested_aware, max_candidates=max_candidates,
+                   strategy=strategy, randomize=randomize)
+    if USE_WORLD:
+        with db_api.one_statement_reader(ctx) as conn:
+            the_world = world_mod.for_connection(conn)
+            if the_world is not None:
+                with the_world.lock:
+                    the_world.refresh(ctx, conn)
+                    return search.find(ctx, conn, the_world, groups, wide,
+                                       **options)
+    return sql.find(ctx, groups, wide, **options)
+
+
+@contextlib.contextmanager
+def snapshot(ctx):
+    """(world, connection): this process's world of the database, brought
+    up to date and locked while the block runs, so that several searches
+    and whoever reads it (explain) see one state. A database that does
+    not count its changes gets a world of its own, read in full."""
+    with db_api.reader_connection.using(ctx) as conn:
+        the_world = world_mod.for_connection(conn)
+        if the_world is None:
+            the_world = world_mod.World()
+            the_world.read_all(ctx, conn)
+            yield the_world, conn
+            return
+        with the_world.lock:
+            the_world.refresh(ctx, conn)
+            yield the_world, conn

@@ -1,0 +1,320 @@
+"""The filters of GET /allocation_candidates, one function per rule.
+
+Each rule is named after the query parameter or inventory field it
+applies and judges plain values (a provider's trait ids, aggregate ids,
+one inventory). It answers None when the provider passes, or what the
+provider misses -- the particulars of its reason (the any-of set it
+lacks, the forbidden traits it holds, ...). ``group_verdict`` strings the
+per-provider rules of a request group together and names the one that
+refused in a ``Verdict``.
+
+Callers: the world search (search.py) filters with them; explain
+(explain.py) builds its reasons from the same verdicts, so an
+explanation cannot disagree with the answer about a rule. The SQL engine
+(sql.py) states the same rules as WHERE terms, function for function
+(``_required_traits`` there is ``required_traits`` here);
+tests/functional/test_candidates_world.py runs both engines on the same
+random worlds and compares every answer.
+
+What the rules see:
+
+* numbered group (``resources1=...``): one provider holds every
+  resource, every required trait, none of the forbidden ones, and is
+  itself in the member_of aggregates and in no forbidden one;
+* unnumbered group: each class may come from another provider of the
+  tree or from a sharing provider; a provider qualifies for member_of
+  when it or its root is in the aggregates (a root's aggregates span its
+  tree); forbidden aggregates exclude a provider in them or under a root
+  in them; required traits must be somewhere among the tree and the
+  sharing providers (combine.py checks the providers actually picked);
+* in_tree and root_required judge the provider's root.
+"""
+import collections
+import struct
+import typing
+
+
+class Inventory(typing.NamedTuple):
+    """One inventory of one provider, with its usage.
+
+    ``limit`` is ``(total - reserved) * allocation_ratio`` as the
+    database computes it (see ``inventory``): the capacity rule compares
+    with it exactly as upstream's SQL does."""
+    limit: float
+    used: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    total: int
+    reserved: int
+    allocation_ratio: float
+
+
+def float32(value):
+    """``value`` as MySQL computes with a FLOAT column: single precision,
+    widened to double."""
+    return struct.unpack('f', struct.pack('f', value))[0]
+
+
+def inventory(total, reserved, allocation_ratio, min_unit, max_unit,
+              step_size, used, single_precision=False):
+    """An Inventory whose limit is rounded as the database rounds it:
+    ``single_precision`` for MySQL, whose allocation_ratio column is a
+    FLOAT."""
+    ratio = float32(allocation_ratio) if single_precision else \
+        allocation_ratio
+    return Inventory((total - reserved) * ratio, used, min_unit, max_unit,
+                     step_size, total, reserved, allocation_ratio)
+
+
+class Room(typing.NamedTuple):
+    """One inventory as the combiner judges it (combine.Provider's): a
+    candidate's amounts summed per provider and class must stay within
+    ``capacity - used`` and ``max_unit``. ``capacity`` is ``int((total -
+    reserved) * allocation_ratio)``, as upstream's Python check has it;
+    the filters before compare with Inventory.limit, as its SQL does.
+    ``most`` is what one candidate may take: an amount fits when it is
+    at most ``min(capacity - used, max_unit)`` (made by ``room``)."""
+    capacity: int
+    used: int
+    max_unit: int
+    most: int
+
+
+def room(capacity, used, max_unit):
+    return Room(capacity, used, max_unit, min(capacity - used, max_unit))
+
+
+def fits_alone(inventory, resources):
+    """``inventory`` ({class name: Room}) has room for each of
+    ``resources`` ((class name, amount) pairs), nothing else taken."""
+    for rc, amount in resources:
+        room_ = inventory.get(rc)
+        if room_ is None or amount > room_.most:
+            return False
+    return True
+
+
+class Verdict(typing.NamedTuple):
+    """A rule that refused a provider (its function's name) and what the
+    provider misses for it (see each rule)."""
+    rule: str
+    detail: object
+
+
+# -- amounts: resources=CLASS:AMOUNT against one inventory ----------------
+
+def capacity_left(inv, amount):
+    """Room for ``amount`` more: ``used + amount <= limit``; the room
+    there is, when there is too little."""
+    if inv.used + amount <= inv.limit:
+        return None
+    return inv.limit - inv.used
+
+
+def min_max_unit(inv, amount):
+    """``min_unit <= amount <= max_unit``; the bound broken."""
+    if amount < inv.min_unit:
+        return ('min_unit', inv.min_unit)
+    if amount > inv.max_unit:
+        return ('max_unit', inv.max_unit)
+    return None
+
+
+def step_size(inv, amount):
+    """``amount`` is a multiple of step_size; the step when not."""
+    if inv.step_size and amount % inv.step_size == 0:
+        return None
+    return inv.step_size
+
+
+def serves(inv, amount):
+    """True when ``inv`` passes capacity_left, min_max_unit and step_size
+    for ``amount``: the three at once, for the search's inner loops."""
+    limit, used, min_unit, max_unit, step = inv[:5]
+    return (used + amount <= limit and min_unit <= amount <= max_unit
+            and step and amount % step == 0)
+
+
+# Levels of ``amount_level``: how far an inventory gets with an amount.
+NO_INVENTORY, NO_ROOM, OUTSIDE_UNITS, SERVES = 0, 1, 2, 3
+
+
+def amount_level(inventories, rc, amount):
+    """How far ``inventories`` ({class id: Inventory}) get with ``amount``
+    of ``rc``: NO_INVENTORY, NO_ROOM (capacity_left), OUTSIDE_UNITS
+    (min_max_unit, step_size) or SERVES."""
+    inv = inventories.get(rc)
+    if inv is None:
+        return NO_INVENTORY
+    if capacity_left(inv, amount) is not None:
+        return NO_ROOM
+    if min_max_unit(inv, amount) or step_size(inv, amount) is not None:
+        return OUTSIDE_UNITS
+    return SERVES
+
+
+# -- traits: required=A,!B,in:C,D -----------------------------------------
+
+def required_traits(traits, required):
+    """``required`` ([set of trait ids]: each a trait, or an any-of set
+    from ``required=in:A,B``) all met by ``traits``; the first set
+    missed."""
+    for any_of in required:
+        if any_of.isdisjoint(traits):
+            return any_of
+    return None
+
+
+def forbidden_traits(traits, forbidden):
+    """No trait of ``forbidden`` (``required=!A``) in ``traits``; the ones
+    held."""
+    if forbidden and not forbidden.isdisjoint(traits):
+        return forbidden & traits
+    return None
+
+
+def root_required(root_traits, required, forbidden):
+    """``root_required=A,!B`` on the tree's root: every trait of
+    ``required`` and none of ``forbidden``; ('required', missing) or
+    ('forbidden', held)."""
+    if required and not required <= root_traits:
+        return ('required', required - root_traits)
+    if forbidden and not forbidden.isdisjoint(root_traits):
+        return ('forbidden', forbidden & root_traits)
+    return None
+
+
+# -- aggregates: member_of=A / member_of=in:A,B / member_of=!A ------------
+
+def member_of(aggs, member_of_):
+    """``member_of_`` ([set of aggregate ids], one set per member_of
+    parameter, an any-of set for ``in:``) all met by ``aggs``; the first
+    set missed."""
+    for any_of in member_of_:
+        if any_of.isdisjoint(aggs):
+            return any_of
+    return None
+
+
+def forbidden_aggregates(aggs, forbidden):
+    """``member_of=!A`` / ``!in:A,B``: none of ``forbidden`` in ``aggs``;
+    the ones held."""
+    if forbidden and not forbidden.isdisjoint(aggs):
+        return forbidden & aggs
+    return None
+
+
+def shares_via_aggregate(sharing_aggs, tree_aggs):
+    """A sharing provider (trait MISC_SHARES_VIA_AGGREGATE) serves a tree
+    that has a provider in one of its aggregates."""
+    return not sharing_aggs.isdisjoint(tree_aggs)
+
+
+# -- trees: in_tree=UUID, same_subtree=1,2 --------------------------------
+
+def in_tree(root, tree_root):
+    """The provider's tree is the one ``in_tree`` names (``tree_root``,
+    its root id; None when the uuid names no provider); the root it is
+    under instead."""
+    return None if root == tree_root else root
+
+
+def same_subtree(ancestors, rp_ids):
+    """``same_subtree``: one of ``rp_ids`` is an ancestor-or-self of all
+    of them. ``ancestors``: provider id -> frozenset of its
+    ancestors-or-self (see combine's cache)."""
+    rp_ids = set(rp_ids)
+    if len(rp_ids) <= 1:
+        return True
+    common = None
+    for rp in rp_ids:
+        anc = ancestors[rp]
+        common = anc if common is None else common & anc
+        if not common:
+            return False
+    return not common.isdisjoint(rp_ids)
+
+
+# -- a request group ------------------------------------------------------
+
+def resourceless_group(g):
+    """A group without resources (1.36, named in same_subtree) matches
+    providers by a positive filter only: required traits or member_of.
+    Upstream finds nothing otherwise."""
+    return bool(g.required or g.member_of)
+
+
+def group_verdict(g, rec, root, pool=None):
+    """None when provider ``rec`` (world.Rec: its ``traits`` and
+    ``aggs``) passes request group ``g``'s (names.ResolvedGroup) trait
+    and aggregate rules, else the Verdict of the first that refuses it,
+    in the order of the query's keys: required, forbidden, member_of,
+    !member_of.
+
+    ``root`` is the record of its root (the unnumbered group reads its
+    aggregates). The unnumbered group's required traits are judged on
+    ``pool``, the trait sets the group can draw on with this provider
+    (its tree's, the sharing providers'): each any-of set must meet one
+    of them. None leaves them to the combiner, which judges the
+    providers picked."""
+    traits = rec.traits
+    if g.numbered:
+        miss = required_traits(traits, g.required)
+        if miss is not None:
+            return Verdict('required_traits', miss)
+    elif g.required and pool is not None:
+        for any_of in g.required:
+            for traits_ in pool:
+                if not any_of.isdisjoint(traits_):
+                    break
+            else:
+                return Verdict('required_traits', any_of)
+    if g.forbidden:
+        miss = forbidden_traits(traits, g.forbidden)
+        if miss is not None:
+            return Verdict('forbidden_traits', miss)
+    aggs = rec.aggs
+    if g.member_of:
+        miss = member_of(aggs, g.member_of)
+        # The unnumbered group: the root's aggregates span its tree.
+        if miss is not None and (g.numbered or member_of(
+                root.aggs, g.member_of) is not None):
+            return Verdict('member_of', miss)
+    if g.forbidden_aggs:
+        miss = forbidden_aggregates(aggs, g.forbidden_aggs)
+        if miss is None and not g.numbered:
+            miss = forbidden_aggregates(root.aggs, g.forbidden_aggs)
+        if miss is not None:
+            return Verdict('forbidden_aggregates', miss)
+    return None
+
+
+def add_sharing(g, by_anchor, sharing_rows, anchors_of, bad_roots=()):
+    """Add to ``by_anchor`` (see combine.Group) the sharing providers of
+    ``sharing_rows`` ((provider, root, class id) each can serve on its
+    own) under every anchor root they share an aggregate with
+    (``anchors_of``: {provider: {roots}}), except ``bad_roots``. A
+    numbered group takes those serving every class. Both engines hand
+    their groups to the combiner through this."""
+    served = collections.defaultdict(set)
+    for rp, _root, rc in sharing_rows:
+        served[rp].add(rc)
+    if g.numbered:
+        need = set(g.rc_ids.values())
+        for rp in sorted(served):
+            if served[rp] >= need:
+                for anchor in sorted(anchors_of.get(rp, ())):
+                    lst = by_anchor.setdefault(anchor, [])
+                    if rp not in lst:
+                        lst.append(rp)
+        return by_anchor
+    names = {rc_id: name for name, rc_id in g.rc_ids.items()}
+    for rp, _root, rc in sorted(sharing_rows):
+        for anchor in sorted(anchors_of.get(rp, ())):
+            if anchor in bad_roots:
+                continue
+            lst = by_anchor.setdefault(anchor, {}).setdefault(names[rc], [])
+            if rp not in lst:
+                lst.append(rp)
+    return by_anchor
