@@ -129,12 +129,18 @@ class Cluster:
     schema is made by upstream's migrations and then ours, as in a
     deployment that moved from upstream to us. ``control``: the worlds
     reload everything at every request, so they cannot be stale (what is
-    left to fail is the check itself, or the engines disagreeing)."""
+    left to fail is the check itself, or the engines disagreeing).
+    ``trust_triggers``: our processes take the database as counting its
+    changes even when a change trigger is missing (they otherwise answer
+    with SQL then, and placement-manage reload does nothing), for
+    without_each_trigger."""
 
-    def __init__(self, processes=PROCESSES, upstream=False, control=False):
+    def __init__(self, processes=PROCESSES, upstream=False, control=False,
+                 trust_triggers=False):
         self.n_worlds = processes
         self.with_upstream = upstream
         self.control = control
+        self.trust_triggers = trust_triggers
         self.db = None
         self.worlds = []
         self.sql = None
@@ -169,11 +175,13 @@ class Cluster:
                       if p])
         url = self.db.url
         world = [sys.executable, SERVER, url] + (
-            ['--reload-every-request'] if self.control else [])
+            ['--reload-every-request'] if self.control else []) + (
+            ['--trust-triggers'] if self.trust_triggers else [])
         self.worlds = [Child('ours%d' % i, world, env)
                        for i in range(self.n_worlds)]
-        self.sql = Child('ours-sql', [sys.executable, SERVER, url, '--sql'],
-                         env)
+        self.sql = Child('ours-sql', [sys.executable, SERVER, url, '--sql']
+                         + (['--trust-triggers'] if self.trust_triggers
+                            else []), env)
         if self.with_upstream:
             self.upstream = Child(
                 'upstream', [upstream_venv.executable('upstream'),
@@ -383,6 +391,13 @@ class Check:
             for child in children:
                 child.send(req)
             answers = [child.receive() for child in children]
+        for child, answer in zip(self.cluster.worlds, answers[1:]):
+            if answer.get('engine') == 'sql':
+                raise Mismatch(
+                    '%s answered GET %s with the SQL engine, not its world: '
+                    'the database does not count its changes (a change '
+                    'trigger missing?), and nothing was checked'
+                    % (child.name, path))
         answers = [queries.normalize(a) for a in answers]
         return answers[0], list(zip(self.cluster.worlds, answers[1:]))
 
@@ -627,8 +642,10 @@ def without_each_trigger(cluster, mode='all', cap=1500, seed=0,
     ``which``, [(name, table, statement)]): drop it, run the check from
     the world as it is, favouring writes to its table, until it fails (at
     most ``cap`` steps), put the trigger back and have every world
-    reload. Returns {(name, table): the failing step, or None if none
-    failed}."""
+    reload. The cluster must trust triggers (see Cluster): our processes
+    otherwise answer with SQL once they notice a trigger missing. Returns
+    {(name, table): the failing step, or None if none failed}."""
+    assert cluster.trust_triggers
     found = {}
     for i, (name, table, statement) in enumerate(
             which if which is not None else triggers(cluster.engine)):
@@ -687,8 +704,8 @@ def main(argv=None):
 
     if args.without_each_trigger:
         mode = args.mode if args.mode != 'ours' else 'all'
-        with Cluster(args.processes, upstream=mode in ('upstream', 'all')) \
-                as cluster:
+        with Cluster(args.processes, upstream=mode in ('upstream', 'all'),
+                     trust_triggers=True) as cluster:
             build_world(cluster, random.Random(args.seed))
 
             def one(name, table, result):
