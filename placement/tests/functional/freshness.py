@@ -355,6 +355,8 @@ class Check:
                 for text, params in w.sql:
                     conn.execute(sa.text(text), params or {})
             w.status = 'committed'
+            if w.manage is not None:
+                self.cluster.manage(*w.manage)
         elif w.manage is not None:
             w.by = self.cluster.sql.name
             w.status = self.cluster.manage(*w.manage)['status']

@@ -54,6 +54,7 @@ class Snapshot:
     go from the database (whoever wrote them)."""
 
     def __init__(self, conn):
+        self.dialect = conn.dialect.name
         self.rps = {r.id: r for r in conn.execute(sa.select(
             _RP.c.id, _RP.c.uuid, _RP.c.name, _RP.c.generation,
             _RP.c.parent_provider_id, _RP.c.root_provider_id))}
@@ -160,7 +161,8 @@ class Snapshot:
 class Write:
     """One write: an API request (``method``, ``path``, ``version``,
     ``body``), SQL statements typed by hand (``sql``: [(text, params)]),
-    or a placement-manage command (``manage``: args). ``kind`` names it in
+    or a placement-manage command (``manage``: args; after the SQL when
+    both are given). ``kind`` names it in
     counts and reports; ``writer`` (ours, upstream, hand, manage) and
     ``by`` (the process) are filled in when it runs."""
 
@@ -187,6 +189,8 @@ class Write:
     def __str__(self):
         if self.sql is not None:
             what = '; '.join('%s %s' % (t, p or '') for t, p in self.sql)
+            if self.manage is not None:
+                what += '; placement-manage ' + ' '.join(self.manage)
         elif self.manage is not None:
             what = 'placement-manage ' + ' '.join(self.manage)
         else:
@@ -674,6 +678,7 @@ class SqlWrites:
         'sql_reparent': 4, 'sql_provider_insert': 2,
         'sql_provider_delete': 2, 'sql_class_rename': 3,
         'sql_class_recreate': 2, 'sql_trait_rename': 2,
+        'sql_truncate': 0.5,
     }
 
     TABLES = {
@@ -688,12 +693,21 @@ class SqlWrites:
                                 'resource_provider_traits',
                                 'resource_provider_aggregates'),
         'sql_class': ('resource_classes',), 'sql_trait_rename': ('traits',),
+        'sql_truncate': ('allocations', 'inventories',
+                         'resource_provider_traits',
+                         'resource_provider_aggregates'),
     }
 
     def make(self, rnd, snap, favour=None):
         kind = _pick(rnd, self.WEIGHTS, self.TABLES, favour)
         sql = getattr(self, kind)(rnd, snap)
-        return Write(kind, sql=sql) if sql else None
+        if not sql:
+            return None
+        if kind == 'sql_truncate' and snap.dialect == 'mysql':
+            # MySQL fires no trigger for TRUNCATE: the operator reloads
+            # every world after it (placement-manage reload).
+            return Write(kind, sql=sql, manage=['reload'])
+        return Write(kind, sql=sql)
 
     @staticmethod
     def _rp(rnd, snap):
@@ -947,6 +961,15 @@ class SqlWrites:
             return None
         return [('UPDATE resource_classes SET name = :new WHERE name = :old',
                  {'old': rnd.choice(have), 'new': rnd.choice(free)})]
+
+    def sql_truncate(self, rnd, snap):
+        """A table emptied at once (one that nothing refers to): TRUNCATE,
+        which fires statement triggers only (none on MySQL: see make);
+        SQLite has no TRUNCATE, so DELETE with no WHERE there."""
+        table = rnd.choice(self.TABLES['sql_truncate'])
+        if snap.dialect == 'sqlite':
+            return [('DELETE FROM %s' % table, None)]
+        return [('TRUNCATE TABLE %s' % table, None)]
 
     def sql_class_recreate(self, rnd, snap):
         """A rename the long way: the class's row deleted and inserted
