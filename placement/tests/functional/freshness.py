@@ -37,6 +37,7 @@ import collections
 import json
 import os
 import random
+import re
 import select
 import subprocess
 import sys
@@ -346,7 +347,8 @@ class Check:
         elif writer == 'manage':
             w = self.managew.make(self.rnd, snap)
         if w is None:
-            w = self.api.make(self.rnd, snap, self.favour)
+            w = self.api.make(self.rnd, snap, self.favour and
+                              self.favour.split()[-1])
             writer = 'upstream' if writer == 'upstream' else 'ours'
         w.writer = writer
         if w.sql is not None:
@@ -548,7 +550,7 @@ def run(mode='ours', steps=1000, seed=0, processes=PROCESSES,
 def run_on(cluster, mode, steps, seed, keep_going=False, progress=None,
            result=None, favour=None, blame=False):
     """``run`` over an existing Cluster, its world as it is; ``favour``: a
-    table whose writers are made likelier."""
+    table whose writers are made likelier, or 'TRUNCATE <table>'."""
     result = result or Result(mode, seed)
     check = Check(cluster, mode, seed, result, favour=favour, blame=blame)
     start = time.monotonic()
@@ -654,8 +656,9 @@ def without_each_trigger(cluster, mode='all', cap=1500, seed=0,
         drop_trigger(cluster.engine, name, table)
         result = Result(mode, seed + i)
         try:
+            truncate = re.search(r'\bTRUNCATE\s+ON\b', statement, re.I)
             run_on(cluster, mode, cap, seed + i, result=result,
-                   favour=table)
+                   favour=('TRUNCATE ' if truncate else '') + table)
         except Mismatch:
             # A world answered otherwise (or a write got a 500).
             result.first_failure = result.first_failure or result.steps

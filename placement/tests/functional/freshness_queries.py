@@ -61,7 +61,7 @@ class Focus:
 def focus_of(w, snap):
     """The Focus of write ``w`` (``snap``: the database before it)."""
     f = Focus()
-    if w.manage is not None:
+    if w.sql is None and w.manage is not None:
         return f
     if w.sql is None:
         for part in w.path.split('/'):
@@ -69,6 +69,7 @@ def focus_of(w, snap):
         f.note_all(w.body, snap)
     else:
         for text, params in w.sql:
+            _note_emptied(f, text, snap)
             for key, value in (params or {}).items():
                 if key in ('rp', 'to', 'id', 'p') or (
                         key == 'v' and 'resource_provider_id = :v' in text):
@@ -86,6 +87,26 @@ def focus_of(w, snap):
         if rp.parent_provider_id in snap.rps:
             f.rps.add(snap.rps[rp.parent_provider_id].uuid)
     return f
+
+
+def _note_emptied(f, text, snap):
+    """A table emptied (TRUNCATE, or DELETE with no WHERE): everything it
+    held."""
+    words = text.split()
+    if words[0] == 'TRUNCATE' or (words[0] == 'DELETE' and
+                                  'WHERE' not in words):
+        table = words[-1]
+        rows = {'allocations': snap.used, 'inventories': snap.inv}.get(table)
+        if rows is not None:
+            f.rps.update(snap.rps[rp].uuid for rp, _rc in rows
+                         if rp in snap.rps)
+        elif table == 'resource_provider_traits':
+            for ids in snap.rp_traits.values():
+                f.traits.update(snap.trait_names.get(t) for t in ids)
+            f.traits.discard(None)
+        elif table == 'resource_provider_aggregates':
+            for ids in snap.rp_aggs.values():
+                f.aggs.update(snap.agg_uuids[a] for a in ids)
 
 
 def random_query(rnd, snap, focus=None):

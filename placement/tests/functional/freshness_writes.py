@@ -699,11 +699,28 @@ class SqlWrites:
     }
 
     def make(self, rnd, snap, favour=None):
+        """``favour``: a table, or 'TRUNCATE <table>' (its TRUNCATE
+        trigger's run: that table emptied often)."""
+        if favour and favour.startswith('TRUNCATE '):
+            favour = favour.split()[1]
+            if (favour in self.TABLES['sql_truncate'] and
+                    rnd.random() < 0.2):
+                return self._truncated('sql_truncate', snap, favour)
         kind = _pick(rnd, self.WEIGHTS, self.TABLES, favour)
+        if kind == 'sql_truncate':
+            return self._truncated(kind, snap, rnd.choice(
+                self.TABLES['sql_truncate']))
         sql = getattr(self, kind)(rnd, snap)
-        if not sql:
-            return None
-        if kind == 'sql_truncate' and snap.dialect == 'mysql':
+        return Write(kind, sql=sql) if sql else None
+
+    def _truncated(self, kind, snap, table):
+        """``table`` emptied at once (one that nothing refers to):
+        TRUNCATE, which fires statement triggers only (none on MySQL);
+        SQLite has no TRUNCATE, so DELETE with no WHERE there."""
+        if snap.dialect == 'sqlite':
+            return Write(kind, sql=[('DELETE FROM %s' % table, None)])
+        sql = [('TRUNCATE TABLE %s' % table, None)]
+        if snap.dialect == 'mysql':
             # MySQL fires no trigger for TRUNCATE: the operator reloads
             # every world after it (placement-manage reload).
             return Write(kind, sql=sql, manage=['reload'])
@@ -961,15 +978,6 @@ class SqlWrites:
             return None
         return [('UPDATE resource_classes SET name = :new WHERE name = :old',
                  {'old': rnd.choice(have), 'new': rnd.choice(free)})]
-
-    def sql_truncate(self, rnd, snap):
-        """A table emptied at once (one that nothing refers to): TRUNCATE,
-        which fires statement triggers only (none on MySQL: see make);
-        SQLite has no TRUNCATE, so DELETE with no WHERE there."""
-        table = rnd.choice(self.TABLES['sql_truncate'])
-        if snap.dialect == 'sqlite':
-            return [('DELETE FROM %s' % table, None)]
-        return [('TRUNCATE TABLE %s' % table, None)]
 
     def sql_class_recreate(self, rnd, snap):
         """A rename the long way: the class's row deleted and inserted
