@@ -699,8 +699,10 @@ def main(argv=None):
                         'nothing can be stale (finds faults of the check)')
     parser.add_argument('--without-each-trigger', type=int, metavar='CAP',
                         help='drop each trigger on the tables candidates '
-                        'read in turn and run (mode all by default) until '
-                        'the check fails, at most CAP steps each')
+                        'read in turn and run (mode all by default, our '
+                        'processes trusting the triggers that are left) '
+                        'until the check fails, at most CAP steps each; '
+                        'exit 1 if one went unnoticed')
     args = parser.parse_args(argv)
     print('database: %s' % test_db.backend(), flush=True)
 
