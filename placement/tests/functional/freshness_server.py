@@ -1,6 +1,7 @@
 """One of our placement processes, for the freshness check (freshness.py).
 
 Usage: python freshness_server.py DB_URL [--sql|--reload-every-request]
+                                         [--trust-triggers]
 
 Serves our WSGI app over an existing database, one request at a time,
 through JSON lines rather than HTTP: each stdin line is {"method",
@@ -21,6 +22,14 @@ database (the same options, hence the same engine) disturbs nothing.
 ``--reload-every-request`` (the check's control run) reads the whole
 world again at every request: such a world cannot be stale, so whatever
 still differs from SQL is the check's fault or the engines'.
+
+``--trust-triggers`` keeps the world even when a change trigger is
+missing (a process otherwise falls back to the SQL engine, which is
+always fresh): the check's run without each trigger in turn.
+
+Each answer also says which engine answered a candidates request
+("engine": "world" or "sql"): a world process that answered with SQL
+was not checked at all.
 """
 import contextlib
 import io
@@ -39,6 +48,26 @@ def _always_reload():
         self._load(ctx, conn, None)
 
     world.World.refresh = refresh
+
+
+_ENGINE = {'used': None}
+
+
+def _track_engines():
+    """Note in _ENGINE which engine each candidates request used."""
+    from placement.objects.candidates import search
+    from placement.objects.candidates import sql
+
+    for module, label in ((search, 'world'), (sql, 'sql')):
+        def tracked(*args, _real=module.find, _label=label, **kwargs):
+            _ENGINE['used'] = _label
+            return _real(*args, **kwargs)
+        module.find = tracked
+
+
+def _trust_triggers():
+    from placement.db import change_triggers
+    change_triggers.missing = lambda conn: []
 
 
 def _app(url, use_world):
@@ -62,12 +91,14 @@ def _call(app, req):
     if req.get('body') is not None:
         wreq.body = json.dumps(req['body']).encode()
         wreq.content_type = 'application/json'
+    _ENGINE['used'] = None
     resp = wreq.get_response(app)
     try:
         body = json.loads(resp.body) if resp.body else None
     except ValueError:
         body = resp.text
-    return {'status': resp.status_int, 'body': body}
+    return {'status': resp.status_int, 'body': body,
+            'engine': _ENGINE['used']}
 
 
 def _manage(conf_path, args):
@@ -88,6 +119,9 @@ def main():
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     if '--reload-every-request' in sys.argv[2:]:
         _always_reload()
+    if '--trust-triggers' in sys.argv[2:]:
+        _trust_triggers()
+    _track_engines()
     app = _app(url, use_world=not sql)
     conf_path = None
     if sql:

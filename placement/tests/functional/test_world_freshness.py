@@ -1,13 +1,14 @@
 """No write, by anybody, leaves a process's in-memory world behind (issue 28).
 
-The model-based check of ``freshness.py``: random sequences of every write
-(inventories, allocations with moves and partial replacements, providers
-created, deleted and re-parented, traits, aggregates, resource classes
-created, renamed and deleted, reshapes, consumer deletes, placement-manage
-commands), each followed by a random allocation-candidates query that two
-world processes of ours must answer exactly as our SQL engine over the
-same database. Three writer mixes, each on its own database of the
-suite's kind:
+The model-based check of ``freshness.py`` (writes in
+``freshness_writes.py``, queries in ``freshness_queries.py``): random
+sequences of every write (inventories, allocations with moves and partial
+replacements, providers created, deleted and re-parented, traits,
+aggregates, resource classes created, renamed and deleted, reshapes,
+consumer deletes, placement-manage commands), each followed by a random
+allocation-candidates query that two world processes of ours must answer
+exactly as our SQL engine over the same database. Three writer mixes, each
+on its own database of the suite's kind:
 
 * ``ours``: our API (at random microversions, through a random one of our
   processes) and placement-manage;
@@ -21,19 +22,19 @@ and the check fails) is checked by ``tools/freshness-check
 --without-each-trigger``: dropping each in turn takes longer than the
 suite can spend.
 
-The runs go at once, one thread each driving its
-own processes, so that they share the machine's CPUs; the tests report
-each one's outcome. ``PLACEMENT_MODEL_STEPS`` steps per mix (default
-3,400: 10,200 per database), ``PLACEMENT_MODEL_SEED``; a failure names the
-seed, the step, the writes before it, the answers' difference, and
-whether a full reload put the world right. ``tools/freshness-check`` runs
-it long.
+The runs go at once, one thread each driving its own processes, so that
+they share the machine's CPUs; the tests report each one's outcome.
+``PLACEMENT_MODEL_STEPS`` steps per mix (default 3,400: 10,200 per
+database), ``PLACEMENT_MODEL_SEED``; a failure names the seed, the step,
+the writes before it, the answers' difference, and whether a full reload
+put the world right. ``tools/freshness-check`` runs it long.
 """
 import os
 
 import pytest
 
 from placement.tests.functional import freshness
+from placement.tests.functional import freshness_writes as writes
 from placement.tests.functional import upstream_venv
 
 STEPS = int(os.environ.get('PLACEMENT_MODEL_STEPS', '3400'))
@@ -78,15 +79,15 @@ def _landed(result):
     assert result.steps == STEPS
     assert result.queries['candidates'] > STEPS // 4, result.summary()
     if STEPS < 2000:
-        return set(freshness.ApiWrites.WEIGHTS) | set(
-            freshness.SqlWrites.WEIGHTS) | {'manage'}
+        return set(writes.ApiWrites.WEIGHTS) | set(
+            writes.SqlWrites.WEIGHTS) | {'manage'}
     return {kind for (kind, _w, outcome) in result.writes
             if outcome == 'ok'}
 
 
 def test_worlds_follow_writes_of_ours(outcomes):
     landed = _landed(_result(outcomes, 'ours'))
-    missing = {k for k in freshness.ApiWrites.WEIGHTS if not any(
+    missing = {k for k in writes.ApiWrites.WEIGHTS if not any(
         done == k or done.startswith(k + '_') for done in landed)}
     assert not missing, missing
     assert 'manage' in landed
@@ -99,5 +100,5 @@ def test_worlds_follow_writes_of_upstream(outcomes):
 
 def test_worlds_follow_sql_by_hand(outcomes):
     landed = _landed(_result(outcomes, 'sql'))
-    missing = set(freshness.SqlWrites.WEIGHTS) - landed
+    missing = set(writes.SqlWrites.WEIGHTS) - landed
     assert not missing, missing
