@@ -11,7 +11,7 @@ import orjson
 import webob.exc
 
 from placement import exception
-from placement.objects.candidates import combine
+from placement.objects.candidates import model
 from placement.objects.candidates import engine
 from placement.objects.candidates import request as ac_request
 from placement.policies import allocation_candidate as policies
@@ -87,7 +87,7 @@ class _Renderer:
     """Render, as JSON, candidates from their picks.
 
     Candidates of the search's batches have group lists of their own, but
-    alike position by position (see combine.Candidate), which is all
+    alike position by position (see model.Candidate), which is all
     rendering reads. What each group's pick renders to is serialised once
     per distinct pick (a wide request renders tens of thousands of
     candidates over a handful of providers): its allocations entry
@@ -111,7 +111,7 @@ class _Renderer:
         self.may_share = self._may_share(self.groups, per_group, isolate)
         self.quoted = _quoted({rp: providers[rp].uuid
                                for rp in set().union(*per_group)})
-        self.resources = combine.OnFirstUse(
+        self.resources = model.OnFirstUse(
             lambda items: b'{"resources":%s}' % orjson.dumps(dict(items)))
         # Per group: {pick: its allocations entry, b'' if none}, and
         # {pick: its mappings entry}.
@@ -250,9 +250,9 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     A nested answer shows thousands of providers, the same ones request
     after request: each one's ``"uuid":{...}`` entry is rendered once per
     shape of summary (microversion, classes shown) and kept on the
-    provider (``combine.Provider.summary``; providers never change, a
+    provider (``model.Provider.summary``; providers never change, a
     refresh of the world makes new ones)."""
-    used = combine.allocated_providers(cands)
+    used = model.allocated_providers(cands)
     if whole_trees:
         roots = {providers[rp].root_id for rp in used}
         shown = [p for p in providers.values() if p.root_id in roots]
@@ -290,7 +290,7 @@ def _summary(prov, providers, requested, with_traits, nested):
                  if requested is None or rc in requested}
     summary = {'resources': resources}
     if with_traits:
-        # In trait id order, see combine.Traits.
+        # In trait id order, see model.Traits.
         summary['traits'] = prov.traits.listed
     if nested:
         # Whole trees are handed over: parent and root are there.

@@ -49,6 +49,7 @@ from placement.db import api as db_api
 from placement.db import models
 from placement import exception
 from placement.objects.candidates import combine
+from placement.objects.candidates import model
 from placement.objects.candidates import sql
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -302,10 +303,10 @@ def _patterns(ctx, groups, wide, roots):
         truncated = False
         # Each anchor alone: combine() looks over every anchor of the
         # groups it is given, which would make this loop quadratic.
-        mine = [combine.Group(g.suffix, g.resources,
-                              {anchor: g.by_anchor[anchor]}
-                              if anchor in g.by_anchor else {},
-                              required=g.required, forbidden=g.forbidden)
+        mine = [model.Group(g.suffix, g.resources,
+                            {anchor: g.by_anchor[anchor]}
+                            if anchor in g.by_anchor else {},
+                            required=g.required, forbidden=g.forbidden)
                 for g in cgroups]
         for cand in combine.combine(
                 providers, mine, isolate=isolate,

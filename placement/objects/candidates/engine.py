@@ -37,7 +37,7 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     suffix) and ``wide`` (request.RequestWide).
 
     Returns (candidates, providers, has_trees): a list of
-    combine.Candidate, {id: combine.Provider} for every provider of every
+    model.Candidate, {id: model.Provider} for every provider of every
     tree involved, and whether any provider has a parent.
 
     Without randomization generation stops at ``limit`` (or

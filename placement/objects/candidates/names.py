@@ -12,6 +12,7 @@ from oslo_log import log as logging
 
 from placement import exception
 from placement.objects.candidates import combine
+from placement.objects.candidates import model
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -44,7 +45,7 @@ class ResolvedGroup:
 
     def log_matches(self, by_anchor, sharing_rows, where):
         """At DEBUG, how many providers matched this group (``by_anchor``
-        as combine.Group has it), so that an operator can follow a
+        as model.Group has it), so that an operator can follow a
         request group by group, as upstream logs it."""
         if self.numbered:
             n = sum(map(len, by_anchor.values()))
@@ -56,12 +57,12 @@ class ResolvedGroup:
                   len({r[0] for r in sharing_rows}), where)
 
     def combine_group(self, by_anchor):
-        """combine.Group of this group with the providers it may use per
+        """model.Group of this group with the providers it may use per
         anchor (``by_anchor``); the unnumbered group's traits by name, for
         the combiner to judge on the providers picked."""
         if self.numbered:
-            return combine.Group(self.suffix, self.resources, by_anchor)
-        return combine.Group(
+            return model.Group(self.suffix, self.resources, by_anchor)
+        return model.Group(
             self.suffix, self.resources, by_anchor,
             required=[set(any_of) for any_of in self.rg.required],
             forbidden=set(self.rg.forbidden))

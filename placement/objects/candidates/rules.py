@@ -68,7 +68,7 @@ def inventory(total, reserved, allocation_ratio, min_unit, max_unit,
 
 
 class Room(typing.NamedTuple):
-    """One inventory as the combiner judges it (combine.Provider's): a
+    """One inventory as the combiner judges it (model.Provider's): a
     candidate's amounts summed per provider and class must stay within
     ``capacity - used`` and ``max_unit``. ``capacity`` is ``int((total -
     reserved) * allocation_ratio)``, as upstream's Python check has it;
@@ -291,7 +291,7 @@ def group_verdict(g, rec, root, pool=None):
 
 
 def add_sharing(g, by_anchor, sharing_rows, anchors_of, bad_roots=()):
-    """Add to ``by_anchor`` (see combine.Group) the sharing providers of
+    """Add to ``by_anchor`` (see model.Group) the sharing providers of
     ``sharing_rows`` ((provider, root, class id) each can serve on its
     own) under every anchor root they share an aggregate with
     (``anchors_of``: {provider: {roots}}), except ``bad_roots``. A

@@ -47,6 +47,7 @@ import os_traits
 from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
+from placement.objects.candidates import model
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
 from placement.objects.candidates import sample
@@ -195,7 +196,7 @@ class _Request:
         return self.groups_for(self.world.roots, groups)
 
     def groups_for(self, roots, groups=None):
-        """combine.Group per request group (``groups``, default the
+        """model.Group per request group (``groups``, default the
         request's) for the trees under ``roots`` (ascending ids); None
         when some group has nothing there."""
         rps = self.rps
@@ -315,7 +316,7 @@ class _Request:
         return out
 
     def providers(self, roots, rp_ids=()):
-        """{id: combine.Provider} of the whole trees under ``roots`` and
+        """{id: model.Provider} of the whole trees under ``roots`` and
         of the trees of ``rp_ids``."""
         roots = set(roots)
         roots.update(self.rps[rid].root for rid in rp_ids)
@@ -450,7 +451,7 @@ def _flat(req, g, roots, cap):
             if cap is not None and len(chosen) >= cap:
                 break
     providers = {rid: rps[rid].prov for rid in chosen}
-    return combine.Candidate.wholes(combine_group, chosen), providers
+    return model.Candidate.wholes(combine_group, chosen), providers
 
 
 def _first(cap):
@@ -538,7 +539,7 @@ def _windows(req, cap):
 
 
 def _look(req, roots, master, providers):
-    """Add to ``master`` (combine.Group per group, lists by anchor) the
+    """Add to ``master`` (model.Group per group, lists by anchor) the
     lists of the anchors among ``roots`` that every group can use, and
     their trees (with the trees of the sharing providers listed) to
     ``providers``."""

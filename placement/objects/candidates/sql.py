@@ -48,6 +48,7 @@ from placement.db import models
 from placement import exception
 from placement.objects import aggregate as agg_obj
 from placement.objects.candidates import combine
+from placement.objects.candidates import model
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
 from placement.objects.candidates import sample
@@ -344,20 +345,20 @@ def _dense(roots):
 
 def _set_traits(ctx, provs, trait_rows):
     """Set ``provs``' traits from (provider id, trait id) rows, in trait id
-    order (see combine.Traits). Providers with the same traits share one
+    order (see model.Traits). Providers with the same traits share one
     Traits."""
     by_rp = collections.defaultdict(list)
     for rid, tid in trait_rows:
         if rid in provs:
             by_rp[rid].append(tid)
-    names_of = combine.OnFirstUse(
+    names_of = model.OnFirstUse(
         functools.partial(trait_obj.name_for_id, ctx))
     shared = {}
     for rid, tids in by_rp.items():
         key = tuple(sorted(tids))
         traits = shared.get(key)
         if traits is None:
-            traits = shared[key] = combine.Traits([names_of[t] for t in key])
+            traits = shared[key] = model.Traits([names_of[t] for t in key])
         provs[rid].traits = traits
 
 
@@ -538,7 +539,7 @@ class Request:
         return {r[0] for r in self.conn.execute(sel)}
 
     def combine_groups(self, groups=None):
-        """combine.Group per request group (``groups``, default the
+        """model.Group per request group (``groups``, default the
         request's), with the anchors each can use; None when some group
         has no provider at all."""
         root_ok = self._root_ok(_RP.c.root_provider_id)
@@ -577,7 +578,7 @@ class Request:
     # -- whole trees ----------------------------------------------------------
 
     def providers(self, root_ids, rp_ids=()):
-        """{id: combine.Provider} for whole trees under ``root_ids`` plus
+        """{id: model.Provider} for whole trees under ``root_ids`` plus
         the trees of ``rp_ids`` (sharing providers)."""
         roots = set(root_ids)
         if rp_ids:
@@ -609,7 +610,7 @@ class Request:
             _RP.c.root_provider_id, _INV.c.resource_class_id, _INV.c.total,
             _INV.c.reserved, _INV.c.allocation_ratio, _INV.c.max_unit, used,
         ).select_from(from_).where(in_roots(_RP.c.root_provider_id))).all()
-        rc_names = combine.OnFirstUse(
+        rc_names = model.OnFirstUse(
             functools.partial(rc_obj.name_for_id, self.ctx))
         provs = {}
         for (rid, uuid, parent, root, rc_id, total, reserved, ratio,
@@ -618,7 +619,7 @@ class Request:
                 continue
             prov = provs.get(rid)
             if prov is None:
-                prov = provs[rid] = combine.Provider(rid, uuid, parent, root)
+                prov = provs[rid] = model.Provider(rid, uuid, parent, root)
             if rc_id is not None:
                 prov.inventory[rc_names[rc_id]] = rules.room(
                     int((total - reserved) * ratio), int(used or 0),

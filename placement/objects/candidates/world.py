@@ -29,7 +29,7 @@ import prometheus_client
 import sqlalchemy as sa
 
 from placement.db import models
-from placement.objects.candidates import combine
+from placement.objects.candidates import model
 from placement.objects.candidates import rules
 from placement.objects import changes
 from placement.objects import resource_class as rc_obj
@@ -69,7 +69,7 @@ class Rec:
 
     ``inv`` is {class id: rules.Inventory}, its limit rounded as the
     database rounds it; ``traits`` and ``aggs`` are frozensets of ids;
-    ``prov`` is the combine.Provider handed to the combiner and the
+    ``prov`` is the model.Provider handed to the combiner and the
     summaries.
     Never changed once made: a refresh replaces it."""
 
@@ -171,7 +171,7 @@ class World:
         self.by_uuid = {}                           # uuid -> id
         self.children = 0                           # providers w/ parent
         # root id -> frozenset of the trait ids in its tree, on first use.
-        self.tree_traits = combine.OnFirstUse(self._traits_in_tree)
+        self.tree_traits = model.OnFirstUse(self._traits_in_tree)
         self._per_tree = None                       # see per_tree()
         self.loads = 0                              # full loads (tests)
 
@@ -306,9 +306,9 @@ class World:
         def once(value):
             return same.setdefault(value, value)
 
-        rc_names = combine.OnFirstUse(
+        rc_names = model.OnFirstUse(
             lambda rc: rc_obj.name_for_id(ctx, rc))
-        trait_names = combine.OnFirstUse(
+        trait_names = model.OnFirstUse(
             lambda tid: trait_obj.name_for_id(ctx, tid))
         mysql = conn.dialect.name == 'mysql'
         used = {(rid, rc): int(n or 0) for rid, rc, n in usage}
@@ -333,8 +333,8 @@ class World:
             tids = tuple(sorted(trait_ids.get(rid, ())))
             names = listed.get(tids)
             if names is None:
-                # In trait id order: see combine.Traits.
-                names = listed[tids] = combine.Traits(
+                # In trait id order: see model.Traits.
+                names = listed[tids] = model.Traits(
                     [trait_names[t] for t in tids])
             rec.traits = once(frozenset(tids))
             rec.aggs = once(frozenset(agg_ids.get(rid, ())))
@@ -344,7 +344,7 @@ class World:
                                    for rc, _, caps in mine))
             # Dicts for the search, one per distinct inventory.
             rec.inv = same.setdefault(('inv', rec.inv), dict(rec.inv))
-            rec.prov = combine.Provider(
+            rec.prov = model.Provider(
                 rid, uuid, parent, rec.root, traits=names,
                 inventory=same.setdefault(('prov', inventory),
                                           dict(inventory)))
@@ -421,7 +421,7 @@ class World:
         return self._per_tree
 
     def tree_providers(self, roots):
-        """{id: combine.Provider} of the whole trees under ``roots``."""
+        """{id: model.Provider} of the whole trees under ``roots``."""
         out = {}
         rps = self.rps
         for root in roots:

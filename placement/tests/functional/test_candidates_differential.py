@@ -253,7 +253,7 @@ def normalize(status, body):
         maps = {k: sorted(v) for k, v in ar.get('mappings', {}).items()}
         areqs.add(json.dumps([allocs, maps], sort_keys=True))
     # Summaries as they are: the order of each provider's traits counts
-    # (trait id order, see combine.Traits).
+    # (trait id order, see model.Traits).
     return status, sorted(areqs), json.dumps(body['provider_summaries'],
                                              sort_keys=True)
 

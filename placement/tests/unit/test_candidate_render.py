@@ -9,11 +9,11 @@ import pytest
 
 from placement.handlers import allocation_candidate as ac
 from placement import microversion
-from placement.objects.candidates import combine as cb
+from placement.objects.candidates import model
 from placement.tests.unit import test_combine as tc
 
-P = cb.Provider
-G = cb.Group
+P = model.Provider
+G = model.Group
 
 
 def want(version):

@@ -2,11 +2,12 @@
 import itertools
 
 from placement.objects.candidates import combine as cb
+from placement.objects.candidates import model
 from placement.objects.candidates import rules
 from placement.objects.candidates import sample
 
-P = cb.Provider
-G = cb.Group
+P = model.Provider
+G = model.Group
 
 
 def world(*provs):
@@ -261,7 +262,7 @@ def test_amounts_shared_between_candidates_are_never_changed():
     assert got == [[(1, 1), (2, 2)], [(1, 2), (2, 1)], [(1, 3)], [(2, 3)]]
     assert groups[0].amounts == {'VCPU': 1}
     assert groups[1].amounts == {'VCPU': 2}
-    assert cb.allocated_providers(cands) == {1, 2}
+    assert model.allocated_providers(cands) == {1, 2}
 
 
 def _checker_agrees(provs, groups, **kw):

@@ -1,0 +1,228 @@
+"""What the engines hand to the combiner and the handler renders.
+
+A ``Provider`` (what the rules and the combiner need of one provider,
+with its ``Traits`` in the order provider summaries list them), a
+``Group`` (one request group as an engine gathered it, per anchor root)
+and a ``Candidate`` (one allocation request, kept as its raw picks until
+rendered). The search over them is combine.py's.
+"""
+import itertools
+import operator
+
+
+class Traits(frozenset):
+    """A provider's trait names: a frozenset for the checks here, which
+    also keeps them in trait id order (``listed``), the order upstream's
+    provider summaries list them in (standard traits as synced, then
+    custom ones by creation; not by name)."""
+
+    __slots__ = ('listed',)
+
+    def __new__(cls, names=()):
+        names = list(names)
+        traits = super().__new__(cls, names)
+        traits.listed = names
+        return traits
+
+
+_NO_TRAITS = Traits()
+
+
+class OnFirstUse(dict):
+    """key -> make(key), made on first use (from C code too: a missing
+    key costs one call, a present one a plain dict lookup)."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key):
+        value = self[key] = self.make(key)
+        return value
+
+
+class Provider:
+    """What combine needs of one provider.
+
+    ``summary`` is the handler's cache of this provider's rendered
+    summary: a Provider of the world is never changed (a refresh makes a
+    new one), so what it renders to stays true as long as it lives."""
+
+    __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory',
+                 'summary')
+
+    def __init__(self, id, uuid, parent_id, root_id, traits=_NO_TRAITS,
+                 inventory=None):
+        self.id = id
+        self.uuid = uuid
+        self.parent_id = parent_id
+        self.root_id = root_id
+        self.traits = (traits if type(traits) is Traits
+                       else Traits(traits))
+        self.inventory = inventory or {}    # {class name: rules.Room}
+        self.summary = None
+
+
+class Group:
+    """One request group as gathered.
+
+    ``resources`` is a list of (rc_name, amount). For a numbered group
+    (``same_provider``) ``by_anchor`` maps anchor root id -> list of
+    provider ids that alone satisfy the whole group; for the unnumbered
+    group it maps anchor root id -> {rc_name: [provider ids]}.
+    ``required`` (list of any-of name sets) and ``forbidden`` are checked
+    here only for the unnumbered group.
+    """
+
+    __slots__ = ('suffix', 'same_provider', 'resources', 'amounts',
+                 'per_class', 'one_provider', 'by_anchor', 'required',
+                 'forbidden')
+
+    def __init__(self, suffix, resources, by_anchor, required=(),
+                 forbidden=()):
+        self.suffix = suffix
+        self.same_provider = bool(suffix)
+        self.resources = list(resources)
+        self.amounts = dict(self.resources)     # shared by candidates
+        self.per_class = [{rc: amount} for rc, amount in self.resources]
+        self.one_provider = {}                  # rp -> [rp], shared too
+        self.by_anchor = by_anchor
+        self.required = [frozenset(s) for s in required]
+        self.forbidden = frozenset(forbidden)
+
+
+class Candidate:
+    """One allocation request, kept as the raw picks until rendered.
+
+    ``picks`` holds, per group in search order, the provider id (numbered
+    group) or the tuple of provider ids per resource class (unnumbered).
+    The candidates of one answer come from several combine calls (one
+    per batch of anchors), each with a group list of its own, but those
+    lists are alike position by position (same suffix, resources,
+    amounts: the order is _Plan's, a function of the request alone),
+    which is all that readers of a whole answer rely on.
+    ``allocations`` ({provider id: {rc: amount}}) and ``mappings``
+    ({suffix: [provider ids]}) are computed on first use.
+    """
+
+    __slots__ = ('groups', 'picks', 'sole', '_alloc', '_maps')
+
+    def __init__(self, groups, picks):
+        self.groups = groups
+        self.picks = picks
+        self.sole = None
+        self._alloc = None
+        self._maps = None
+
+    @classmethod
+    def wholes(cls, group, rps):
+        """The candidates where each provider of ``rps`` (``sole``) alone
+        serves ``group`` (the only group; a flat world's answers, a
+        thousand at a time): allocations and mappings are made only if
+        asked for. Built without __init__: this is per provider."""
+        groups = (group,)
+        width = len(group.resources)
+        new = cls.__new__
+        out = []
+        for rp in rps:
+            cand = new(cls)
+            cand.groups = groups
+            cand.picks = ((rp,) * width,)
+            cand.sole = rp
+            cand._alloc = None
+            cand._maps = None
+            out.append(cand)
+        return out
+
+    def _build(self):
+        """Sum the picks into allocations and mappings.
+
+        A provider serving one group gets that group's own ``amounts``
+        dict, shared with every other candidate using it the same way
+        (a wide request renders tens of thousands of candidates); the dict
+        is copied only when a second group adds to the same provider.
+        Callers must treat both results as read-only."""
+        alloc = {}
+        maps = {}
+        copied = ()
+        for group, pick in zip(self.groups, self.picks):
+            if group.same_provider:
+                one = group.one_provider
+                lst = one.get(pick)
+                if lst is None:
+                    lst = one[pick] = [pick]
+                maps[group.suffix] = lst
+                if not group.resources:
+                    continue
+                res = alloc.get(pick)
+                if res is None:
+                    alloc[pick] = group.amounts
+                    continue
+                if pick not in copied:
+                    copied = set(copied) | {pick}
+                    res = alloc[pick] = dict(res)
+                for rc, amt in group.resources:
+                    res[rc] = res.get(rc, 0) + amt
+            else:
+                maps[group.suffix] = list(dict.fromkeys(pick))
+                for rp, (rc, amt) in zip(pick, group.resources):
+                    res = alloc.get(rp)
+                    if res is None:
+                        alloc[rp] = {rc: amt}
+                        copied = set(copied) | {rp}
+                        continue
+                    if rp not in copied:
+                        copied = set(copied) | {rp}
+                        res = alloc[rp] = dict(res)
+                    res[rc] = res.get(rc, 0) + amt
+        self._alloc = alloc
+        self._maps = maps
+
+    @property
+    def allocations(self):
+        if self._alloc is None:
+            self._build()
+        return self._alloc
+
+    @property
+    def mappings(self):
+        if self._maps is None:
+            self._build()
+        return self._maps
+
+    def provider_ids(self):
+        ids = set()
+        for group, pick in zip(self.groups, self.picks):
+            if group.same_provider:
+                ids.add(pick)
+            else:
+                ids.update(pick)
+        return ids
+
+    def key(self):
+        return (frozenset((rp, rc, amt)
+                          for rp, res in self.allocations.items()
+                          for rc, amt in res.items()),
+                frozenset((s, frozenset(rps))
+                          for s, rps in self.mappings.items()))
+
+
+_PICKS = operator.attrgetter('picks')
+
+
+def allocated_providers(cands):
+    """Ids of the providers the candidates allocate from: a union per
+    group position, at C speed. The candidates of one answer have group
+    lists alike position by position (see Candidate)."""
+    sole = [cand.sole for cand in cands]
+    if None not in sole:
+        return set(sole)
+    picks = list(map(_PICKS, cands))
+    used = set()
+    for pos, group in enumerate(cands[0].groups):
+        column = map(operator.itemgetter(pos), picks)
+        if not group.same_provider:
+            used.update(itertools.chain.from_iterable(column))
+        elif group.resources:
+            used.update(column)
+    return used
