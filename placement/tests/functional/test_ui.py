@@ -560,7 +560,8 @@ def test_a_thousand_providers_render_only_what_is_in_view(
 
 def test_demo_world_script(driver, chromium):
     """tools/demo-world loads its world through the API of a running
-    service; the page shows it (the README's screenshot comes from here)."""
+    service; the page shows it (doc/source/ui/providers.png, the README's
+    screenshot, is a copy of its demo.png)."""
     import subprocess
     import sys
     with live_server.LiveServer(workers=1) as srv:
