@@ -56,9 +56,9 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
             if the_world is not None:
                 with the_world.lock:
                     the_world.refresh(ctx, conn)
-                    return search.find(ctx, conn, the_world, groups, wide,
-                                       **options)
-    return sql.find(ctx, groups, wide, **options)
+                    return search.find_in_world(ctx, conn, the_world,
+                                                groups, wide, **options)
+    return sql.find_in_database(ctx, groups, wide, **options)
 
 
 @contextlib.contextmanager

@@ -87,7 +87,7 @@ class Engine:
 
     def real(self, groups, wide):
         """The answer, as engine.find gives it from this world."""
-        return search.find(
+        return search.find_in_world(
             self.ctx, self.conn, self.world, groups, wide,
             nested_aware=self.nested_aware,
             max_candidates=self.max_candidates, strategy=self.strategy,
@@ -101,7 +101,7 @@ class Engine:
         wide = copy.copy(wide)
         wide.limit = None
         try:
-            cands, _p, _t = search.find(
+            cands, _p, _t = search.find_in_world(
                 self.ctx, self.conn, self.world, groups, wide,
                 nested_aware=(self.nested_aware if nested_aware is None
                               else nested_aware),

@@ -631,8 +631,9 @@ def _sample(req, wide, nested_aware, limit):
     return sample.fill(kept, limit, everything), providers
 
 
-def find(ctx, conn, world, groups, wide, nested_aware=True,
-         max_candidates=-1, strategy='depth-first', randomize=False):
+def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
+                  max_candidates=-1, strategy='depth-first',
+                  randomize=False):
     """(candidates, providers, has_trees) as engine.find answers, from
     ``world`` (refreshed by the caller, its lock held)."""
     try:

@@ -71,8 +71,9 @@ _MAX_LIST = 10000
 Empty = names.Empty
 
 
-def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
-         strategy='depth-first', randomize=False):
+def find_in_database(ctx, groups, wide, nested_aware=True,
+                     max_candidates=-1, strategy='depth-first',
+                     randomize=False):
     """(candidates, providers, has_trees) as engine.find answers, read
     from the database.
 

@@ -38,13 +38,13 @@ LATEST = '1.39'
 def finds(monkeypatch):
     """How many answers came from memory."""
     calls = collections.Counter()
-    real = search.find
+    real = search.find_in_world
 
     def counting(*args, **kwargs):
         calls['world'] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(search, 'find', counting)
+    monkeypatch.setattr(search, 'find_in_world', counting)
     return calls
 
 
