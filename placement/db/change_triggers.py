@@ -413,16 +413,60 @@ def _present(conn):
     return {r[0] for r in conn.exec_driver_sql(query)}
 
 
+_CREATE = re.compile(
+    r'CREATE (?:CONSTRAINT )?TRIGGER (\w+) AFTER (\w+) ON (\w+)')
+
+
+def made(dialect):
+    """[(name, table, event)] of every trigger ``install`` makes on
+    ``dialect``: ``trigger_names()`` and, on PostgreSQL, each one's
+    ``_log`` partner (which logs at COMMIT what it noted) and the
+    TRUNCATE ones. Each is needed: a database lacking any one leaves
+    some write uncounted."""
+    try:
+        statements = _statements(dialect)
+    except NotImplementedError:
+        return [(n, t, None) for t, names in trigger_names().items()
+                for n in names]
+    return [(m.group(1), m.group(3), m.group(2)) for m in (
+        _CREATE.match(s) for s in statements) if m]
+
+
+def _wanted(conn):
+    return {name for name, _, _ in made(conn.dialect.name)}
+
+
 def installed(conn):
     """Whether every trigger ``install`` makes is on the database."""
-    want = {n for names in trigger_names().values() for n in names}
-    return want <= _present(conn)
+    return _wanted(conn) <= _present(conn)
 
 
 def missing(conn):
     """The triggers ``install`` makes that the database lacks, sorted."""
-    want = {n for names in trigger_names().values() for n in names}
-    return sorted(want - _present(conn))
+    return sorted(_wanted(conn) - _present(conn))
+
+
+def _one(dialect, name):
+    for statement in _statements(dialect):
+        m = _CREATE.match(statement)
+        if m and m.group(1) == name:
+            return m.group(3), statement
+    raise KeyError(name)
+
+
+def drop_one(conn, name):
+    """Drop the trigger ``name`` of those ``install`` makes, and no other
+    (the tests that show each one needed)."""
+    table, _ = _one(conn.dialect.name, name)
+    if conn.dialect.name == 'postgresql':
+        _run(conn, 'DROP TRIGGER %s ON %s' % (name, table))
+    else:
+        _run(conn, 'DROP TRIGGER %s' % name)
+
+
+def install_one(conn, name):
+    """Create again the trigger ``name`` that ``drop_one`` dropped."""
+    _run(conn, _one(conn.dialect.name, name)[1])
 
 
 # -- MariaDB's unparsed trigger ------------------------------------------

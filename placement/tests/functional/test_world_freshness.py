@@ -17,10 +17,12 @@ on its own database of the suite's kind:
   FROM allocations, link rows inserted, deleted and changed, providers
   re-parented, classes and traits renamed...).
 
-That every trigger on the tables candidates read is needed (drop any one
-and the check fails) is checked by ``tools/freshness-check
---without-each-trigger``: dropping each in turn takes longer than the
-suite can spend.
+That every trigger on the tables candidates read is needed is checked in
+the suite by ``test_change_triggers_needed.py``: for each trigger, one
+write only it counts, and a world that misses it (a few seconds per
+database). ``tools/freshness-check --without-each-trigger`` drops each in
+turn under this module's random writes, up to 1,500 steps each: longer
+than the suite can spend.
 
 The runs go at once, one thread each driving its own processes, so that
 they share the machine's CPUs; the tests report each one's outcome.
