@@ -58,11 +58,13 @@ def _track_engines():
     from placement.objects.candidates import search
     from placement.objects.candidates import sql
 
-    for module, label in ((search, 'world'), (sql, 'sql')):
-        def tracked(*args, _real=module.find, _label=label, **kwargs):
+    for module, name, label in ((search, 'find_in_world', 'world'),
+                                (sql, 'find_in_database', 'sql')):
+        def tracked(*args, _real=getattr(module, name), _label=label,
+                    **kwargs):
             _ENGINE['used'] = _label
             return _real(*args, **kwargs)
-        module.find = tracked
+        setattr(module, name, tracked)
 
 
 def _trust_triggers():

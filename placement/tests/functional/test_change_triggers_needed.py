@@ -282,7 +282,8 @@ class Answers:
         self.app = app
         self.monkeypatch = monkeypatch
         self.by = {'world': 0, 'sql': 0}
-        real_world, real_sql = search.find, sql_engine.find
+        real_world = search.find_in_world
+        real_sql = sql_engine.find_in_database
 
         def world_find(*args, **kwargs):
             self.by['world'] += 1
@@ -292,8 +293,8 @@ class Answers:
             self.by['sql'] += 1
             return real_sql(*args, **kwargs)
 
-        monkeypatch.setattr(search, 'find', world_find)
-        monkeypatch.setattr(sql_engine, 'find', sql_find)
+        monkeypatch.setattr(search, 'find_in_world', world_find)
+        monkeypatch.setattr(sql_engine, 'find_in_database', sql_find)
 
     def _get(self, query):
         return twr.get(self.app, '/allocation_candidates?' + query, VERSION)
