@@ -110,6 +110,44 @@ def new_epoch(conn):
                      .values(seq=models.change_slot_rows()[0]['seq']))
 
 
+def counters(conn):
+    """(epoch, {slot: seq}): where the change counters stand now."""
+    current = dict(conn.execute(sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
+    return current.pop(EPOCH_SLOT, None), current
+
+
+def behind(seen, current):
+    """How many changes the counters ``current`` are past ``seen`` (both
+    {slot: seq} of one epoch); None when the log no longer holds them all
+    (a slot moved on by ``KEEP`` or more, or back)."""
+    count = 0
+    for s, v in current.items():
+        was = seen.get(s, 0)
+        if v < was or v - was >= KEEP:
+            return None
+        count += v - was
+    return count
+
+
+def logged(conn, seen, current):
+    """Ids of the providers logged between ``seen`` and ``current``; None
+    when a sequence number is missing: the log was pruned between the
+    caller's read of the counters and this read (every bump logs a row)."""
+    moved = sorted((s, v) for s, v in current.items()
+                   if seen.get(s, 0) != v)
+    rows = []
+    # A few slots per statement: 64 ORed ranges make a long plan.
+    for i in range(0, len(moved), 16):
+        conds = [sa.and_(_CHANGE.c.slot == s, _CHANGE.c.seq > seen.get(s, 0),
+                         _CHANGE.c.seq <= v) for s, v in moved[i:i + 16]]
+        rows += conn.execute(sa.select(
+            _CHANGE.c.slot, _CHANGE.c.seq,
+            _CHANGE.c.resource_provider_id).where(sa.or_(*conds))).all()
+    if len({(s, n) for s, n, _ in rows}) != behind(seen, current):
+        return None
+    return {r[2] for r in rows}
+
+
 @db_api.writer
 def reload_everywhere(ctx):
     """``placement-manage reload``: a new epoch, so that every API process

@@ -34,8 +34,6 @@ _CONSUMER = models.CONSUMER
 _PROJECT = models.PROJECT
 _USER = models.USER
 _CTYPE = models.CONSUMER_TYPE
-_SLOT = models.CHANGE_SLOT
-_CHANGE = models.CHANGE
 
 # Providers read per statement when only some changed.
 _CHUNK = 500
@@ -67,27 +65,9 @@ def decode_token(token):
 def _changed_ids(conn, since, current):
     """Ids of the providers changed between counters ``since`` and
     ``current``, or None when the log cannot say (pruned past them)."""
-    moved = {s: v for s, v in current.items() if since.get(s, 0) != v}
-    if not moved:
-        return set()
-    behind = 0
-    for s, v in moved.items():
-        if v < since.get(s, 0) or v - since.get(s, 0) >= changes.KEEP:
-            return None
-        behind += v - since.get(s, 0)
-    rows = []
-    items = sorted(moved.items())
-    # A few slots per statement: 64 ORed ranges make a long plan.
-    for i in range(0, len(items), 16):
-        conds = [sa.and_(_CHANGE.c.slot == s, _CHANGE.c.seq > since.get(s, 0),
-                         _CHANGE.c.seq <= v) for s, v in items[i:i + 16]]
-        rows += conn.execute(sa.select(
-            _CHANGE.c.slot, _CHANGE.c.seq,
-            _CHANGE.c.resource_provider_id).where(sa.or_(*conds))).all()
-    # Every bump logs a row: a gap means the log was pruned under us.
-    if len({(s, n) for s, n, _ in rows}) != behind:
+    if changes.behind(since, current) is None:
         return None
-    return {r[2] for r in rows}
+    return changes.logged(conn, since, current)
 
 
 def _read(conn, ids):
@@ -169,9 +149,8 @@ def providers(ctx, since=None):
     ids = None
     removed_from = None
     if counted:
-        current = dict(conn.execute(
-            sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
-        epoch = current.pop(changes.EPOCH_SLOT, 0)
+        epoch, current = changes.counters(conn)
+        epoch = epoch or 0
         token = encode_token(epoch, current)
         if since is not None:
             old_epoch, old = since

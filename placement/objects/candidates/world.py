@@ -40,8 +40,6 @@ _INV = models.INV
 _ALLOC = models.ALLOC
 _RPT = models.RPT
 _RPA = models.RPA
-_SLOT = models.CHANGE_SLOT
-_CHANGE = models.CHANGE
 
 LOG = logging.getLogger(__name__)
 
@@ -180,9 +178,7 @@ class World:
     def refresh(self, ctx, conn):
         """Bring the world up to every change committed so far."""
         start = time.perf_counter()
-        current = dict(conn.execute(
-            sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
-        epoch = current.pop(changes.EPOCH_SLOT, None)
+        epoch, current = changes.counters(conn)
         why = None
         if not self.loads:
             why = 'first use'
@@ -204,33 +200,18 @@ class World:
     def _catch_up(self, ctx, conn, current):
         """Read again the providers logged since the counters this world
         reflects; the reason to load everything instead, or None."""
-        seen = self.slots
-        moved = {s: v for s, v in current.items() if seen.get(s, 0) != v}
-        if not moved:
+        behind = changes.behind(self.slots, current)
+        if behind == 0:
             return None
-        behind = 0
-        for s, v in moved.items():
-            if v < seen.get(s, 0) or v - seen.get(s, 0) >= changes.KEEP:
-                return 'behind the change log'
-            behind += v - seen.get(s, 0)
+        if behind is None:
+            return 'behind the change log'
         if behind > max(_CHUNK, len(self.rps) // 2):
             # Reading the log and then most providers by id costs more
             # than reading every provider at once.
             return 'more changes than half the providers'
-        conds = [sa.and_(_CHANGE.c.slot == s,
-                         _CHANGE.c.seq > seen.get(s, 0),
-                         _CHANGE.c.seq <= v)
-                 for s, v in sorted(moved.items())]
-        rows = conn.execute(
-            sa.select(_CHANGE.c.slot, _CHANGE.c.seq,
-                      _CHANGE.c.resource_provider_id).where(
-                sa.or_(*conds))).all()
-        # Every bump logs a row: a missing number means a writer pruned
-        # the log between our two reads.
-        got = {(s, n) for s, n, _ in rows}
-        if len(got) != behind:
+        ids = changes.logged(conn, self.slots, current)
+        if ids is None:
             return 'change log pruned while read'
-        ids = {r[2] for r in rows}
         self._load(ctx, conn, ids)
         PARTIAL_LOADS.inc()
         PROVIDERS_READ.inc(len(ids))
