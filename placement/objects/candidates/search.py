@@ -325,18 +325,27 @@ class _Request:
     # -- what the random sample needs (sample.py) ---------------------------
 
     def sample_roots(self):
-        """The roots a sample draws from: every root, or the roots with
-        the root_required traits when those are fewer."""
+        """The roots a sample draws from: every root, or fewer when fewer
+        can serve -- the roots whose trees hold every class asked for
+        (unless sharing providers may serve it) and the roots with the
+        root_required traits. A root that cannot serve only wastes the
+        attempts drawn on it (P_r = 0 in sample.py): leaving it out
+        changes nothing of the sample but its cost."""
         roots = self.world.roots
-        if not self.root_required:
-            return roots
-        having = min((self.world.by_trait.get(t, ())
-                      for t in self.root_required), key=len)
-        if len(having) >= len(roots):
+        with_class = []
+        if not self.sharing:
+            per_tree = self.world.per_tree()
+            with_class = [per_tree.roots_with(rc) for g in self.groups
+                          for rc, _amount in g.amounts]
+        having = [self.world.by_trait.get(t, ())
+                  for t in self.root_required]
+        fewest = min(with_class + having, key=len, default=roots)
+        if len(fewest) >= len(roots):
             return roots
         rps = self.rps
-        return sorted(r for r in having
-                      if rps[r].root == r and self.root_ok(r))
+        return sorted(r for r in fewest
+                      if rps[r].root == r and self.root_ok(r)
+                      and all(r in s for s in with_class))
 
     def bound(self):
         """At least the product of the lengths of any root's lists (C in

@@ -105,6 +105,8 @@ class PerTree:
         self.of_tree = {}
         # key -> {providers in one tree: trees with that many}
         self.trees = collections.defaultdict(collections.Counter)
+        # key -> the roots of the trees with at least one such provider
+        self.roots = collections.defaultdict(set)
         self.changed = set(world.trees)
         self._same = {}
 
@@ -121,6 +123,7 @@ class PerTree:
                 hist[n] -= 1
                 if not hist[n]:
                     del hist[n]
+                self.roots[key].discard(root)
             ids = world.trees.get(root)
             if not ids:
                 continue
@@ -135,6 +138,7 @@ class PerTree:
                                                                  summary)
             for key, n in summary:
                 hists[key][n] += 1
+                self.roots[key].add(root)
         self.changed.clear()
 
     def _most(self, key):
@@ -150,6 +154,12 @@ class PerTree:
 
     def most_with_trait(self, trait_id):
         return self._most((2, trait_id))
+
+    def roots_with(self, rc):
+        """The roots of the trees with a provider of class ``rc``."""
+        if self.changed:
+            self._settle()
+        return self.roots.get((1, rc), ())
 
 
 class World:

@@ -316,3 +316,37 @@ def test_bound_follows_writes():
         tcw._call(app, 'DELETE', '/resource_providers/' + a2)
         assert check() == 4
         assert world.loads == loads
+
+
+def test_draws_only_on_roots_that_can_serve(monkeypatch):
+    """One tree of 8 one-unit children answers 8 isolated groups (40,320
+    candidates in 8^8 combinations); 300 other trees have none of the
+    class. The draw looks at the one tree that can serve: its attempts
+    find a candidate well inside their budget, where drawing over every
+    root spent the budget and then made every candidate to sample from."""
+    from placement.objects.candidates import sample
+    w = cw.WorldBuilder()
+    w.provider('wide')
+    for i in range(8):
+        w.provider('c%d' % i, parent='wide')
+        w.inventory('c%d' % i, 'CUSTOM_X', 1)
+    for i in range(300):
+        w.provider('other%d' % i)
+        w.inventory('other%d' % i, 'VCPU', 8)
+    query = '&'.join('resources%d=CUSTOM_X:1' % g for g in range(1, 9))
+    drawn = []
+    real_draw = sample.draw
+
+    def counting(limit, attempts, checker, most):
+        kept = real_draw(limit, attempts, checker, most)
+        drawn.append(len(kept))
+        return kept
+
+    monkeypatch.setattr(sample, 'draw', counting)
+    monkeypatch.setattr(candidates_engine, 'USE_WORLD', True)
+    with gabbits.app_over_world(w, RANDOMIZED) as app:
+        for _ in range(5):
+            got = _answer(app, '/allocation_candidates?%s&group_policy='
+                               'isolate&limit=1' % query)
+            assert len(got) == 1
+    assert drawn == [1] * 5
