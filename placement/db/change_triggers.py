@@ -9,7 +9,7 @@ same database during a rolling upgrade, and SQL typed by an operator all
 go through these triggers. A write path added next year cannot forget.
 
 What they watch (``WATCHED``): a row of ``resource_providers`` (its id,
-uuid or place in a tree), ``inventories``, ``allocations``,
+uuid, name or place in a tree), ``inventories``, ``allocations``,
 ``resource_provider_traits`` and ``resource_provider_aggregates`` logs
 its provider -- the old one and the new one of an update. A rename or
 delete of a resource class or trait (``RENAMES``; a row deleted may come
@@ -50,7 +50,9 @@ PRUNE_EVERY = 100
 _PG_NOTE_MAX = 1000
 
 # table -> the column naming its provider; resource_providers is watched
-# only when one of _RP_TREE_COLUMNS changes (not on every generation).
+# only when one of _RP_COLUMNS changes (not on every generation): its
+# place in a tree, and its name (which the web view shows; revision
+# e4b8d2a6c913 added it).
 WATCHED = {
     'resource_providers': 'id',
     'inventories': 'resource_provider_id',
@@ -58,7 +60,8 @@ WATCHED = {
     'resource_provider_traits': 'resource_provider_id',
     'resource_provider_aggregates': 'resource_provider_id',
 }
-_RP_TREE_COLUMNS = ('id', 'uuid', 'parent_provider_id', 'root_provider_id')
+_RP_COLUMNS = ('id', 'uuid', 'name', 'parent_provider_id',
+               'root_provider_id')
 # Tables whose names providers' answers show: a rename is a new epoch.
 RENAMES = {'resource_classes': ('id', 'name'), 'traits': ('id', 'name')}
 
@@ -206,7 +209,7 @@ def _pg_triggers():
         for event in _EVENTS:
             when = ''
             if table == 'resource_providers' and event == 'UPDATE':
-                when = 'WHEN (%s)' % _changed(_RP_TREE_COLUMNS)
+                when = 'WHEN (%s)' % _changed(_RP_COLUMNS)
             out += _pg_pair(_name(table, event), event, table, when,
                             'placement_note_' + col)
         # TRUNCATE fires no row trigger: everything changed. (MySQL and
@@ -263,7 +266,7 @@ def _mysql_triggers():
             elif event == 'DELETE':
                 body = 'CALL placement_log_change(OLD.%s);' % col
             else:
-                cols = (_RP_TREE_COLUMNS if table == 'resource_providers'
+                cols = (_RP_COLUMNS if table == 'resource_providers'
                         else None)
                 log = ('CALL placement_log_change(OLD.{c}); '
                        'IF NOT (OLD.{c} <=> NEW.{c}) THEN '
@@ -325,7 +328,7 @@ def _sqlite_triggers():
                     'NEW.%s' % col, 'NEW.{c} IS NOT OLD.{c}'.format(c=col))
                 if table == 'resource_providers':
                     when = 'WHEN %s' % _changed(
-                        _RP_TREE_COLUMNS, distinct='IS NOT')
+                        _RP_COLUMNS, distinct='IS NOT')
             out.append('CREATE TRIGGER %s AFTER %s ON %s FOR EACH ROW %s '
                        'BEGIN %s END'
                        % (_name(table, event), event, table, when, body))

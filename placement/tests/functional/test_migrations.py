@@ -23,7 +23,7 @@ UPSTREAM_CHAIN = ['b4ed3a175331', '611cd6dffd7b', 'b5c396305c25',
                   '422ece571366', 'a082b8bb98d0']
 # Ours, on their own track, applied after upstream's head: the
 # candidates' change counters first.
-EXTRA_CHAIN = ['c3a1f0e2d4b7', 'd7e2b9c41f05']
+EXTRA_CHAIN = ['c3a1f0e2d4b7', 'd7e2b9c41f05', 'e4b8d2a6c913']
 VERSION_TABLES = {'alembic_version', migration.EXTRA_VERSION_TABLE}
 
 
