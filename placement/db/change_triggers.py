@@ -213,7 +213,8 @@ def _pg_triggers():
             out += _pg_pair(_name(table, event), event, table, when,
                             'placement_note_' + col)
         # TRUNCATE fires no row trigger: everything changed. (MySQL and
-        # SQLite have no TRUNCATE trigger; see doc/source/candidates-engine.rst.)
+        # SQLite have no TRUNCATE trigger; see
+        # doc/source/candidates-engine.rst.)
         out.append(
             'CREATE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT '
             'EXECUTE FUNCTION placement_new_epoch()'
@@ -376,6 +377,17 @@ def install(conn):
         _run(conn, 'DROP PROCEDURE IF EXISTS placement_log_change')
     for statement in _statements(conn.dialect.name):
         _run(conn, statement)
+
+
+def reinstall(conn):
+    """What a revision that (re)installs the triggers runs: drop any
+    there are, install these, and move the epoch -- writes committed
+    before them, or while they were replaced (MySQL commits each DDL
+    statement), may not all be logged, so every process reloads once."""
+    remove(conn)
+    install(conn)
+    _run(conn, 'UPDATE placement_change_slots SET seq = seq + 1 '
+               'WHERE slot = %d' % EPOCH_SLOT)
 
 
 def remove(conn):

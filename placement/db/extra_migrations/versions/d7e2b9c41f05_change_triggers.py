@@ -25,10 +25,7 @@ depends_on = None
 
 
 def upgrade():
-    conn = op.get_bind()
-    change_triggers.install(conn)
-    op.execute('UPDATE placement_change_slots SET seq = seq + 1 '
-               'WHERE slot = %d' % change_triggers.EPOCH_SLOT)
+    change_triggers.reinstall(op.get_bind())
 
 
 def downgrade():
