@@ -41,7 +41,8 @@ _CONFIGURED = {'options': None, 'manager': None}
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
-    """Let several workers share one SQLite file without 'database is locked'."""
+    """Let several workers share one SQLite file without 'database is
+    locked'."""
     # Transactions are begun by _sqlite_begin below, not by pysqlite.
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
