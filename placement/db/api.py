@@ -313,6 +313,9 @@ def note_unparsed_trigger(exc, where):
     """``exc`` is MariaDB's unparsed change trigger (see
     change_triggers.unparsed_trigger_table): reopen the table, so that
     the retry parses it again, and say so; False for any other error."""
+    if not isinstance(exc, (oslo_db_exc.DBError, sa.exc.DBAPIError)):
+        # A refusal of ours (a conflict, a bad value): not the database.
+        return False
     table = change_triggers.unparsed_trigger_table(exc)
     if table is None:
         return False
