@@ -285,7 +285,8 @@ def add_parsers(subparsers, ops):
 
     text = ('Make every API process reload providers, inventories, usage, '
             'traits and aggregates from the database on its next request: '
-            'after writes made behind the API\'s back (SQL by hand, an '
-            'upstream API node on the same database).')
+            'needed only after writes the change triggers do not see '
+            '(TRUNCATE on MySQL or SQLite, a bulk load with the triggers '
+            'off); SQL by hand and upstream API nodes are seen anyway.')
     sub = subparsers.add_parser('reload', help=text, description=text)
     sub.set_defaults(func=ops.reload)
