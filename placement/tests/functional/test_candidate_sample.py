@@ -269,8 +269,9 @@ def _most_by_brute_force(world):
 
 def test_bound_follows_writes():
     """The most providers per class one tree has (world.PerTree, the
-    sample's bound) stays exact as providers come, move and go through
-    the API, read provider by provider."""
+    sample's bound), and the roots whose trees hold each class, stay
+    exact as providers come, move and go through the API, read provider
+    by provider."""
     from placement.objects.candidates import world as world_mod
     from placement.tests.functional import test_candidates_world as tcw
     query = '/allocation_candidates?resources=VCPU:1&limit=2'
@@ -287,6 +288,13 @@ def test_bound_follows_writes():
             assert {key: per_tree.most_with_trait(key[1])
                     if isinstance(key, tuple) else per_tree.most(key)
                     for key in expected} == expected
+            # And the roots whose trees hold each class (the draw's roots).
+            for key in expected:
+                if key is None or isinstance(key, tuple):
+                    continue
+                assert set(per_tree.roots_with(key)) == {
+                    root for root, ids in world.trees.items()
+                    if any(key in world.rps[i].inv for i in ids)}
             return expected[None]
 
         a = cloud.provider('a')
