@@ -13,6 +13,7 @@ from placement.db import api as db_api
 from placement.db import migration
 from placement import fault_wrap
 from placement import handler
+from placement.objects.candidates import world
 from placement import microversion
 from placement import policy
 from placement import util
@@ -77,6 +78,7 @@ def loadapp(conf, project_name=None):
     """The placement WSGI application for an oslo.config ConfigOpts."""
     db_api.configure(conf)
     policy.init(conf)
+    world.configure(conf)
     application = deploy(conf)
     update_database(conf)
     return application

@@ -91,6 +91,32 @@ metrics_opts = [
                      'them. When False, /metrics is an unknown URL (404).'),
 ]
 
+candidates_group = cfg.OptGroup(
+    'candidates', title='Allocation candidates options',
+    help='How the API processes keep the providers allocation candidates '
+         'are searched in (an extension: upstream Placement searches the '
+         'database at each request).')
+candidates_opts = [
+    cfg.BoolOpt('share_world', default=True,
+                help='Share one copy of the providers between the API '
+                     'processes of a node: a large world (10,000 providers '
+                     'or more) is written once to a file in '
+                     '``world_dir`` that every process maps read-only, so '
+                     'a node holds one copy whatever its number of '
+                     'workers, and a worker that starts later maps it and '
+                     'catches up from the change log instead of reading '
+                     'every provider. When False each process reads and '
+                     'keeps its own copy.'),
+    cfg.StrOpt('world_dir',
+               sample_default='/dev/shm/placement-world-<uid>',
+               help='Directory of the shared world files (one per '
+                    'database; created with mode 0700). Unset: '
+                    '/dev/shm/placement-world-<uid> (memory), or the '
+                    'temporary directory where there is no /dev/shm. '
+                    'Only processes of one node (one machine) may share '
+                    'it.'),
+]
+
 placement_db_group = cfg.OptGroup(
     'placement_database', title='Placement API database options',
     help='The database used by the placement service. When ``connection`` '
@@ -186,6 +212,7 @@ def register_opts(conf):
                         (placement_group, placement_opts),
                         (workarounds_group, workarounds_opts),
                         (metrics_group, metrics_opts),
+                        (candidates_group, candidates_opts),
                         (placement_db_group, placement_db_opts)):
         fresh = _fresh(group)
         conf.register_group(fresh)

@@ -14,6 +14,7 @@ def list_opts():
         (placement_conf.placement_db_group, placement_conf.placement_db_opts),
         (placement_conf.workarounds_group, placement_conf.workarounds_opts),
         (placement_conf.metrics_group, placement_conf.metrics_opts),
+        (placement_conf.candidates_group, placement_conf.candidates_opts),
     ]
 
 

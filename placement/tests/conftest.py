@@ -17,3 +17,15 @@ if not os.environ.get('PLACEMENT_KEYSTONE_TESTS'):
 # them, not the per-database runs.
 if not os.environ.get('PLACEMENT_CLUSTER_TESTS'):
     collect_ignore.append('cluster')
+
+# Large worlds are shared by a node's processes through a file
+# (candidates/snapshot.py): the tests' servers, in process or not, write
+# theirs into a directory of the run's, gone when it ends.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+if not os.environ.get('OS_CANDIDATES__WORLD_DIR'):
+    _WORLD_DIR = tempfile.mkdtemp(prefix='placement-test-worlds-')
+    os.environ['OS_CANDIDATES__WORLD_DIR'] = _WORLD_DIR
+    atexit.register(shutil.rmtree, _WORLD_DIR, True)

@@ -31,7 +31,7 @@ random.sample of every candidate: ``_sample`` draws it root by root
 is first drawn, so the work grows with the roots drawn, not with the
 world, as long as most roots fit. The bound it needs, the most choices a
 root can offer, comes from the world's counts of providers per class and
-tree (world.PerTree) and the sharing providers (``_Request.bound``). On
+tree (per_tree.PerTree) and the sharing providers (``_Request.bound``). On
 the fast path every root is one candidate or none, and the first
 ``limit`` fitting roots of a lazily shuffled order (``_random_order``)
 are already such a sample.
@@ -96,8 +96,9 @@ class _Request:
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
         self.debug = names.LOG.isEnabledFor(logging.DEBUG)
-        # suffix -> {id of an inventory dict: classes it serves alone};
-        # the world's dicts live as long as the request (its lock held).
+        # suffix -> {index of a world.Kind: classes its inventory serves
+        # alone}; the world's kinds stay as long as the request (its lock
+        # held).
         self._fit_memo = {}
         self.groups = self._resolve(conn, groups)
 
@@ -234,18 +235,18 @@ class _Request:
         [ids]} for a numbered group (each serving all of it), {root:
         {class name: [ids]}} for the unnumbered one.
 
-        What an inventory can serve is judged once per distinct
-        inventory (providers alike share one inventory dict, see
-        world.py), and only the providers whose inventory serves
-        something are looked at one by one: in a cloud of alike trees,
-        a few checks and a pass at C speed."""
+        What an inventory can serve is judged once per kind (providers
+        alike share one, see world.py), and only the providers whose
+        inventory serves something are looked at one by one (their
+        records made): in a cloud of alike trees, a few checks and a pass
+        at C speed."""
         passes = self._passes
         numbered = g.numbered
         out = {}
         if not g.amounts:
             # in_tree upstream ignores for resourceless groups.
             if rules.resourceless_group(g):
-                for rec in batch.recs:
+                for rec in batch.recs():
                     if passes(g, rec):
                         out.setdefault(rec.root, []).append(rec.id)
             return out
@@ -260,7 +261,7 @@ class _Request:
                         g.forbidden_aggs)
         tree_root = g.tree_root
         last = None
-        for rec, fitting in itertools.compress(zip(batch.recs, fits), fits):
+        for rec, fitting in zip(batch.recs(fits), filter(None, fits)):
             root = rec.root
             if tree_root is not None and root != tree_root:
                 continue
@@ -355,7 +356,7 @@ class _Request:
         those with inventory of each of its classes (resourceless: any
         provider) and one trait of each required any-of set. So the most
         providers with that class (or trait) one tree has
-        (world.PerTree), plus the sharing providers able to serve it,
+        (per_tree.PerTree), plus the sharing providers able to serve it,
         bounds each list; their product bounds every root's."""
         per_tree = self.world.per_tree()
         total = 1
@@ -430,19 +431,25 @@ class _Request:
 
 class _Batch:
     """The providers of the trees under some roots, in the roots' order
-    then by id, as the groups of one batch read them: their records,
-    which inventory each has (by identity) and the distinct
-    inventories."""
+    then by id, as the groups of one batch read them: their ids, the
+    index of the kind each is (world.Kind: providers alike share one, so
+    what an inventory serves is judged once per kind) and the distinct
+    kinds' inventories. A provider's record is made only when a group
+    looks at it (``rec``)."""
 
-    __slots__ = ('recs', 'inv_keys', 'invs')
+    __slots__ = ('ids', 'inv_keys', 'invs', 'rps')
 
     def __init__(self, world, roots):
-        ids = itertools.chain.from_iterable(
-            map(world.trees.get, roots, itertools.repeat(())))
-        self.recs = list(map(world.rps.__getitem__, ids))
-        invs = list(map(_INV, self.recs))
-        self.inv_keys = list(map(id, invs))
-        self.invs = dict(zip(self.inv_keys, invs))
+        self.ids, self.inv_keys = world.tree_rows(roots)
+        kinds = world.kinds
+        self.invs = {k: kinds[k].inv for k in set(self.inv_keys)}
+        self.rps = world.rps
+
+    def recs(self, which=None):
+        """The records of the providers (those where ``which`` is true)."""
+        ids = self.ids if which is None else itertools.compress(
+            self.ids, which)
+        return map(self.rps.__getitem__, ids)
 
 
 def _flat(req, g, roots, cap):
@@ -532,10 +539,10 @@ def _windows(req, cap):
     """Breadth-first under a cap: the roots in the SQL engine's windows
     of root ids (its round-robin runs across one window's anchors)."""
     world = req.world
-    if not world.rps:
+    bounds = world.id_bounds()
+    if bounds is None:
         return
-    lo = min(world.rps)
-    hi = max(world.rps) + 1
+    lo, hi = bounds[0], bounds[1] + 1
     step = max(_MIN_WINDOW, _ROOTS_PER_CANDIDATE * cap)
     start = lo
     while start < hi:

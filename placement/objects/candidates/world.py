@@ -11,15 +11,26 @@ committed before it began, whoever made it (our API on any node, upstream's
 API on the same database, SQL by hand), and costs the database two tiny
 queries instead of a search.
 
-A full load happens on first use, when the database's epoch changes (a
-new database, a renamed resource class or trait, ``placement-manage
-reload``), when this process is further behind than the change log keeps,
-when more changed than half its providers (cheaper to read them all), and
-when the log was pruned between its two reads. Each is logged at INFO
+How it is held: a ``snapshot.Snapshot`` (columns, read in place) of the
+whole world at some counters -- on a large world a file every process of
+the node maps, so they share one copy and a new process starts by mapping
+it -- plus, per process, what changed since (``changed``: providers read
+again) and the providers looked at lately (``_cache``). ``rps``,
+``trees``, ``by_trait``, ``by_agg`` and ``by_uuid`` read both as one.
+
+A full load (a new snapshot read from the database; or the node's file,
+when it is recent enough to catch up from) happens on first use, when the
+database's epoch changes (a new database, a renamed resource class or
+trait, ``placement-manage reload``), when this process is further behind
+than the change log keeps, when more changed than half its providers, when
+what changed since the snapshot grows past a tenth of it (``_OVERLAY``),
+and when the log was pruned between its two reads. Each is logged at INFO
 and counted in /metrics.
 """
+import array
 import bisect
 import collections
+import collections.abc
 import threading
 import time
 import weakref
@@ -30,7 +41,9 @@ import sqlalchemy as sa
 
 from placement.db import models
 from placement.objects.candidates import model
+from placement.objects.candidates import per_tree
 from placement.objects.candidates import rules
+from placement.objects.candidates import snapshot
 from placement.objects import changes
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -45,6 +58,15 @@ LOG = logging.getLogger(__name__)
 
 # Providers read per statement on a partial reload.
 _CHUNK = 500
+# Providers changed since the snapshot past which a new one is made: at
+# least this many, at least a tenth of the snapshot.
+_OVERLAY = 5000
+# Providers made from the snapshot kept between requests, at most.
+_CACHE = 100000
+# Worlds of at least this many providers are shared through a file by
+# the processes of a node (``SHARED_DIR``; None: never).
+SHARE_FROM = 10000
+SHARED_DIR = snapshot.default_directory()
 
 # The world's health, for /metrics (per process, or summed over workers
 # in prometheus_client's multiprocess mode).
@@ -61,105 +83,176 @@ REFRESH_SECONDS = prometheus_client.Counter(
     'placement_candidates_world_refresh_seconds',
     'Time spent bringing the in-memory world up to date.')
 
+_BASE = object()
+
+
+class Kind:
+    """What providers alike share: ``inv`` ({class id: rules.Inventory},
+    its limit rounded as the database rounds it), ``prov_inv`` ({class
+    name: rules.Room}, model.Provider's), ``traits`` and ``aggs``
+    (frozensets of ids) and ``names`` (model.Traits)."""
+
+    __slots__ = ('inv', 'prov_inv', 'traits', 'aggs', 'names')
+
 
 class Rec:
-    """One provider as the search reads it.
-
-    ``inv`` is {class id: rules.Inventory}, its limit rounded as the
-    database rounds it; ``traits`` and ``aggs`` are frozensets of ids;
-    ``prov`` is the model.Provider handed to the combiner and the
-    summaries.
+    """One provider as the search reads it: its ids, its kind's ``inv``,
+    ``traits`` and ``aggs`` (and ``kind``, the kind's index), and
+    ``prov``, the model.Provider handed to the combiner and the summaries.
     Never changed once made: a refresh replaces it."""
 
     __slots__ = ('id', 'uuid', 'parent', 'root', 'inv', 'traits', 'aggs',
-                 'prov')
+                 'prov', 'kind')
 
-    def __init__(self, id, uuid, parent, root):
+    def __init__(self, id, uuid, parent, root, kind, k):
         self.id = id
         self.uuid = uuid
         self.parent = parent
         self.root = root
-        self.inv = {}
-        self.traits = frozenset()
-        self.aggs = frozenset()
-        self.prov = None
+        self.kind = k
+        self.inv = kind.inv
+        self.traits = kind.traits
+        self.aggs = kind.aggs
+        self.prov = model.Provider(id, uuid, parent, root, traits=kind.names,
+                                   inventory=kind.prov_inv)
 
 
-class PerTree:
-    """The most providers one tree has with inventory of a class
-    (``most``; class None: providers of any kind), or with a trait
-    (``most_with_trait``): true bounds on the choices a root offers a
-    group, which the random sample needs (search._Request.bound,
-    sample.py). Counts, not capacity, so usage changes leave them alone.
-
-    Kept per tree as a summary shared by alike trees (a cloud's trees are
-    alike: little memory), and settled for the trees changed since
-    (``touch``) when next asked."""
-
-    _ANY = (0, None)
+class Providers(collections.abc.Mapping):
+    """``World.rps``: id -> Rec, what changed first, then the snapshot."""
 
     def __init__(self, world):
         self.world = world
-        # root -> ((key, providers), ...): key (0, None) for the tree's
-        # size, (1, class id), (2, trait id)
-        self.of_tree = {}
-        # key -> {providers in one tree: trees with that many}
-        self.trees = collections.defaultdict(collections.Counter)
-        # key -> the roots of the trees with at least one such provider
-        self.roots = collections.defaultdict(set)
-        self.changed = set(world.trees)
-        self._same = {}
 
-    def touch(self, root):
-        self.changed.add(root)
-
-    def _settle(self):
+    def __getitem__(self, rid):
         world = self.world
-        rps = world.rps
-        hists = self.trees
-        for root in self.changed:
-            for key, n in self.of_tree.pop(root, ()):
-                hist = hists[key]
-                hist[n] -= 1
-                if not hist[n]:
-                    del hist[n]
-                self.roots[key].discard(root)
-            ids = world.trees.get(root)
-            if not ids:
-                continue
-            counts = collections.Counter()
-            counts[self._ANY] = len(ids)
-            for rid in ids:
-                rec = rps[rid]
-                counts.update((1, rc) for rc in rec.inv)
-                counts.update((2, tid) for tid in rec.traits)
-            summary = tuple(sorted(counts.items()))
-            summary = self.of_tree[root] = self._same.setdefault(summary,
-                                                                 summary)
-            for key, n in summary:
-                hists[key][n] += 1
-                self.roots[key].add(root)
-        self.changed.clear()
+        rec = world.changed.get(rid, _BASE)
+        if rec is _BASE:
+            rec = world._cache.get(rid)
+            if rec is None:
+                pos = world.base.pos_of(rid)
+                if pos is None:
+                    raise KeyError(rid)
+                rec = world._make(pos)
+        elif rec is None:
+            raise KeyError(rid)
+        return rec
 
-    def _most(self, key):
-        if self.changed:
-            self._settle()
-        hist = self.trees.get(key)
-        return max(hist) if hist else 0
+    def get(self, rid, default=None):
+        try:
+            return self[rid]
+        except KeyError:
+            return default
 
-    def most(self, rc):
-        """The most providers with class ``rc`` (None: any) in one tree;
-        0 if none has it."""
-        return self._most(self._ANY if rc is None else (1, rc))
+    def __contains__(self, rid):
+        return self.get(rid) is not None
 
-    def most_with_trait(self, trait_id):
-        return self._most((2, trait_id))
+    def __len__(self):
+        return self.world.count
 
-    def roots_with(self, rc):
-        """The roots of the trees with a provider of class ``rc``."""
-        if self.changed:
-            self._settle()
-        return self.roots.get((1, rc), ())
+    def __bool__(self):
+        return self.world.count > 0
+
+    def __iter__(self):
+        world = self.world
+        changed = world.changed
+        for rid in world.base.byid:
+            if rid not in changed:
+                yield rid
+        for rid, rec in list(changed.items()):
+            if rec is not None:
+                yield rid
+
+
+class Trees:
+    """``World.trees``: root id -> the ids of its tree, ascending."""
+
+    def __init__(self, world):
+        self.world = world
+
+    def get(self, root, default=None):
+        world = self.world
+        ids = world._tree_ov.get(root)
+        if ids is None:
+            start, end = world.base.tree(root)
+            return world.base.ids[start:end].tolist() if end else default
+        return ids or default
+
+    def __contains__(self, root):
+        return self.get(root) is not None
+
+    def items(self):
+        for root in self.world.roots:
+            yield root, self.get(root)
+
+
+class Members:
+    """``World.by_trait`` / ``World.by_agg``: key -> set of provider ids,
+    made on first use and then kept up to date by each refresh."""
+
+    def __init__(self, world, of):
+        self.world = world
+        self.of = of
+        self.attr = 'traits' if of == 'trait' else 'aggs'
+        self._sets = {}
+
+    def reset(self):
+        self._sets = {}
+
+    def get(self, key, default=None):
+        ids = self._sets.get(key)
+        if ids is None:
+            world = self.world
+            changed = world.changed
+            ids = {rid for rid in world.base.members(self.of, key)
+                   if rid not in changed}
+            attr = self.attr
+            ids.update(rid for rid, rec in changed.items()
+                       if rec is not None and key in getattr(rec, attr))
+            self._sets[key] = ids
+        return ids if ids else default
+
+    def edit(self, keys, rid, present):
+        for key in keys:
+            ids = self._sets.get(key)
+            if ids is not None:
+                if present:
+                    ids.add(rid)
+                else:
+                    ids.discard(rid)
+
+
+class Uuids:
+    """``World.by_uuid``: uuid -> provider id (exact case)."""
+
+    def __init__(self, world):
+        self.world = world
+
+    def ids(self, uuid, any_case=False):
+        """Ids of the providers with ``uuid`` (in any case if ``any_case``),
+        exact matches first."""
+        world = self.world
+        changed = world.changed
+        exact, other = [], []
+        rid = world._uuid_ov.get(uuid)
+        if rid is not None:
+            exact.append(rid)
+        for same, rid in world.base.ids_with_uuid(uuid):
+            if rid not in changed and (same or any_case):
+                (exact if same else other).append(rid)
+        if any_case and not exact:
+            wanted = uuid.lower()
+            other += [i for u, i in world._uuid_ov.items()
+                      if u.lower() == wanted]
+        return exact + other
+
+    def __getitem__(self, uuid):
+        found = self.ids(uuid)
+        if not found:
+            raise KeyError(uuid)
+        return found[0]
+
+    def __contains__(self, uuid):
+        return bool(self.ids(uuid))
 
 
 class World:
@@ -171,40 +264,56 @@ class World:
         self.lock = threading.RLock()
         self.epoch = None
         self.slots = {}
-        self.rps = {}                               # id -> Rec
-        self.trees = {}                             # root id -> [ids]
-        self.roots = []                             # sorted root ids
-        self.by_trait = collections.defaultdict(set)    # trait id -> ids
-        self.by_agg = collections.defaultdict(set)      # agg id -> ids
-        self.by_uuid = {}                           # uuid -> id
-        self.children = 0                           # providers w/ parent
+        self.base = snapshot.Snapshot(snapshot.build(
+            [], [], [], [], [], None, {}))
+        self.kinds = []                 # Kind by index, the base's first
+        self._kind_index = {}           # raw kind -> index
+        self.changed = {}               # id -> Rec, None if gone
+        self._tree_ov = {}              # root -> ids, trees changed
+        self._uuid_ov = {}              # uuid -> id, providers changed
+        self._cache = {}                # id -> Rec made from the base
+        self.roots = array.array('q')   # sorted root ids
+        self.children = 0               # providers with a parent
+        self.count = 0                  # providers
+        self.rps = Providers(self)
+        self.trees = Trees(self)
+        self.by_trait = Members(self, 'trait')
+        self.by_agg = Members(self, 'agg')
+        self.by_uuid = Uuids(self)
         # root id -> frozenset of the trait ids in its tree, on first use.
         self.tree_traits = model.OnFirstUse(self._traits_in_tree)
-        self._per_tree = None                       # see per_tree()
-        self.loads = 0                              # full loads (tests)
+        self._per_tree = None           # see per_tree()
+        self._mysql = False
+        self.loads = 0                  # full loads (tests)
 
     # -- the change check -------------------------------------------------
 
     def refresh(self, ctx, conn):
         """Bring the world up to every change committed so far."""
         start = time.perf_counter()
+        self._mysql = conn.dialect.name == 'mysql'
         epoch, current = changes.counters(conn)
         why = None
         if not self.loads:
             why = 'first use'
         elif epoch != self.epoch:
             why = 'new epoch'
+        elif self.base.path and self.changed and \
+                snapshot.inode(self.base.path) != self.base.ino:
+            why = 'newer snapshot'
         else:
             why = self._catch_up(ctx, conn, current)
         if why is not None:
-            self._load(ctx, conn, None)
-            LOG.info('Allocation candidates: loaded %d providers (%s) in '
-                     '%.3f s.', len(self.rps), why,
+            how = self._load_all(ctx, conn, epoch, current)
+            LOG.info('Allocation candidates: loaded %d providers (%s, %s) '
+                     'in %.3f s.', self.count, why, how,
                      time.perf_counter() - start)
             FULL_LOADS.labels(why).inc()
-            PROVIDERS_READ.inc(len(self.rps))
+        else:
+            self.slots = current
         self.epoch = epoch
-        self.slots = current
+        if len(self._cache) > _CACHE:
+            self._cache = {}
         REFRESH_SECONDS.inc(time.perf_counter() - start)
 
     def _catch_up(self, ctx, conn, current):
@@ -215,14 +324,16 @@ class World:
             return None
         if behind is None:
             return 'behind the change log'
-        if behind > max(_CHUNK, len(self.rps) // 2):
+        if behind > max(_CHUNK, self.count // 2):
             # Reading the log and then most providers by id costs more
             # than reading every provider at once.
             return 'more changes than half the providers'
+        if len(self.changed) + behind > max(_OVERLAY, self.base.n // 10):
+            return 'many changes since the snapshot'
         ids = changes.logged(conn, self.slots, current)
         if ids is None:
             return 'change log pruned while read'
-        self._load(ctx, conn, ids)
+        self._apply(ctx, conn, ids)
         PARTIAL_LOADS.inc()
         PROVIDERS_READ.inc(len(ids))
         return None
@@ -230,9 +341,70 @@ class World:
     def read_all(self, ctx, conn):
         """Read every provider, with no change check: a world of its own
         for a database that does not count its changes (explain)."""
-        self._load(ctx, conn, None)
+        self._mysql = conn.dialect.name == 'mysql'
+        self._use(ctx, self._build(conn, None, {}))
 
     # -- loading ----------------------------------------------------------
+
+    def _load_all(self, ctx, conn, epoch, current):
+        """Make this world the database's as of ``current``: from the
+        node's snapshot file when there is one recent enough, else read
+        whole (and written to the file for the others, when large).
+        Returns how it was done, for the log."""
+        path = None
+        if SHARED_DIR and snapshot.shareable(conn.engine):
+            path = snapshot.path_for(SHARED_DIR, conn.engine)
+            if self._from_file(ctx, conn, path, epoch, current):
+                return 'caught up from the shared snapshot'
+            count = conn.execute(sa.select(sa.func.count()).select_from(
+                _RP)).scalar()
+            if count < SHARE_FROM:
+                path = None
+        if path is None:
+            self._use(ctx, self._build(conn, epoch, current))
+            self.slots = current
+            PROVIDERS_READ.inc(self.count)
+            return 'read from the database'
+        with snapshot.locked(path):
+            # Another process may have written it while this one waited.
+            if self._from_file(ctx, conn, path, epoch, current):
+                return 'caught up from the shared snapshot'
+            data = snapshot.build(*self._read(conn, None), epoch, current)
+            snapshot.write_file(path, data)
+            snap = snapshot.open_file(path) or snapshot.Snapshot(data)
+        self._use(ctx, snap)
+        self.slots = current
+        PROVIDERS_READ.inc(self.count)
+        return 'read from the database, shared'
+
+    def _from_file(self, ctx, conn, path, epoch, current):
+        """Take the node's snapshot file if it is of this epoch, newer
+        than this world's base and no further behind ``current`` than a
+        catch-up covers; then catch up. False if not."""
+        if self.loads and snapshot.inode(path) == self.base.ino:
+            return False
+        snap = snapshot.open_file(path)
+        if snap is None or snap.epoch != epoch:
+            return False
+        ahead = all(snap.slots.get(s, 0) >= v for s, v in current.items())
+        behind = changes.behind(snap.slots, current)
+        if not ahead and (behind is None or behind > max(
+                _OVERLAY, snap.n // 10)):
+            return False
+        ids = None if ahead else changes.logged(conn, snap.slots, current)
+        if not ahead and ids is None:
+            return False
+        self._use(ctx, snap)
+        self.slots = snap.slots
+        if ids:
+            self._apply(ctx, conn, ids)
+            self.slots = current
+            PROVIDERS_READ.inc(len(ids))
+        return True
+
+    def _build(self, conn, epoch, current):
+        return snapshot.Snapshot(snapshot.build(
+            *self._read(conn, None), epoch, current))
 
     def _read(self, conn, ids):
         """Rows of providers ``ids`` (all of them if None)."""
@@ -270,155 +442,211 @@ class World:
                 *only(_RPA.c.resource_provider_id))).all()
         return rps, invs, usage, traits, aggs
 
-    def _load(self, ctx, conn, ids):
-        """Read providers ``ids`` again (every provider if None).
+    def _use(self, ctx, snap):
+        """Make ``snap`` the base, nothing changed since."""
+        self.base = snap
+        self.kinds = []
+        self._kind_index = {}
+        names = self._names(ctx)
+        for raw in snap.kinds:
+            self._kind(raw, names)
+        self.changed = {}
+        self._tree_ov = {}
+        self._uuid_ov = {}
+        self._cache = {}
+        self.roots = array.array('q', snap.troot)
+        self.children = snap.children
+        self.count = snap.n
+        self.by_trait.reset()
+        self.by_agg.reset()
+        self.tree_traits.clear()
+        self._per_tree = None
+        self.loads += 1
 
-        Equal values are stored once (``same``): most providers of a
-        cloud have the same traits, aggregates and inventories, so this
-        keeps a large world small (see doc/source/candidates-engine.rst)."""
-        rps, invs, usage, traits, aggs = self._read(conn, ids)
-        everything = ids is None
-        if everything:
-            self.rps = {}
-            self.trees = {}
-            self.roots = []
-            self.by_trait = collections.defaultdict(set)
-            self.by_agg = collections.defaultdict(set)
-            self.by_uuid = {}
-            self.children = 0
-            self.tree_traits.clear()
-            self._per_tree = None
-            self.loads += 1
-        else:
-            for rp_id in ids:
-                self._drop(rp_id)
-        same = {}
+    @staticmethod
+    def _names(ctx):
+        return (model.OnFirstUse(lambda rc: rc_obj.name_for_id(ctx, rc)),
+                model.OnFirstUse(lambda t: trait_obj.name_for_id(ctx, t)))
 
-        def once(value):
-            return same.setdefault(value, value)
-
-        rc_names = model.OnFirstUse(
-            lambda rc: rc_obj.name_for_id(ctx, rc))
-        trait_names = model.OnFirstUse(
-            lambda tid: trait_obj.name_for_id(ctx, tid))
-        mysql = conn.dialect.name == 'mysql'
-        used = {(rid, rc): int(n or 0) for rid, rc, n in usage}
-        inv = collections.defaultdict(list)
-        for rid, rc, total, reserved, ratio, min_unit, max_unit, step in invs:
-            n = used.get((rid, rc), 0)
-            inv[rid].append((rc, once(rules.inventory(
+    def _kind(self, raw, names):
+        """The index of kind ``raw`` (see snapshot.Snapshot.kinds), made
+        on first sight."""
+        k = self._kind_index.get(raw)
+        if k is not None:
+            return k
+        rc_names, trait_names = names
+        inv_rows, tids, aids = raw
+        kind = Kind()
+        kind.inv, kind.prov_inv = {}, {}
+        for rc, total, reserved, ratio, min_unit, max_unit, step, n in \
+                inv_rows:
+            kind.inv[rc] = rules.inventory(
                 total, reserved, ratio, min_unit, max_unit, step, n,
-                single_precision=mysql)), once(rules.room(
-                    int((total - reserved) * ratio), n, max_unit))))
-        trait_ids = collections.defaultdict(list)
-        for rid, tid in traits:
-            trait_ids[rid].append(tid)
-        agg_ids = collections.defaultdict(list)
-        for rid, aid in aggs:
-            agg_ids[rid].append(aid)
-        listed = {}
+                single_precision=self._mysql)
+            kind.prov_inv[rc_names[rc]] = rules.room(
+                int((total - reserved) * ratio), n, max_unit)
+        kind.traits = frozenset(tids)
+        kind.aggs = frozenset(aids)
+        # In trait id order: see model.Traits.
+        kind.names = model.Traits([trait_names[t] for t in tids])
+        k = self._kind_index[raw] = len(self.kinds)
+        self.kinds.append(kind)
+        return k
+
+    def _make(self, pos):
+        """The Rec of the snapshot's provider at ``pos``, kept a while."""
+        base = self.base
+        k = base.kind[pos]
+        rid = base.ids[pos]
+        rec = self._cache[rid] = Rec(rid, base.uuid_at(pos),
+                                     base.parent[pos] or None,
+                                     base.root[pos], self.kinds[k], k)
+        return rec
+
+    def _apply(self, ctx, conn, ids):
+        """Read providers ``ids`` again, over the snapshot."""
+        rps, invs, usage, traits, aggs = self._read(conn, ids)
+        for rid in ids:
+            self._drop(rid)
+        raws = snapshot.kinds_of(invs, usage, traits, aggs)
+        names = self._names(ctx)
         for rid, uuid, parent, root in sorted(rps):
+            k = self._kind(raws.get(rid, snapshot.NO_KIND), names)
             # A provider written before nested providers, not migrated
             # yet, is its own root.
-            rec = Rec(rid, uuid, parent, root if root is not None else rid)
-            tids = tuple(sorted(trait_ids.get(rid, ())))
-            names = listed.get(tids)
-            if names is None:
-                # In trait id order: see model.Traits.
-                names = listed[tids] = model.Traits(
-                    [trait_names[t] for t in tids])
-            rec.traits = once(frozenset(tids))
-            rec.aggs = once(frozenset(agg_ids.get(rid, ())))
-            mine = sorted(inv.get(rid, ()))
-            rec.inv = once(tuple((rc, limits) for rc, limits, _ in mine))
-            inventory = once(tuple((rc_names[rc], caps)
-                                   for rc, _, caps in mine))
-            # Dicts for the search, one per distinct inventory.
-            rec.inv = same.setdefault(('inv', rec.inv), dict(rec.inv))
-            rec.prov = model.Provider(
-                rid, uuid, parent, rec.root, traits=names,
-                inventory=same.setdefault(('prov', inventory),
-                                          dict(inventory)))
-            self._add(rec, everything)
-        if everything:
-            self.roots = sorted(self.trees)
+            self._add(Rec(rid, uuid, parent,
+                          root if root is not None else rid,
+                          self.kinds[k], k))
 
-    def _add(self, rec, bulk=False):
-        """Index ``rec``; ``bulk``: in id order during a full load, which
-        sorts the roots once at the end."""
-        self.rps[rec.id] = rec
-        self.tree_traits.pop(rec.root, None)
-        self.by_uuid[rec.uuid] = rec.id
-        tree = self.trees.get(rec.root)
-        if tree is None:
-            tree = self.trees[rec.root] = []
-            if not bulk:
-                bisect.insort(self.roots, rec.root)
-        if bulk:
-            tree.append(rec.id)
-        else:
-            bisect.insort(tree, rec.id)
-        if rec.parent is not None:
-            self.children += 1
-        if self._per_tree is not None:
-            self._per_tree.touch(rec.root)
-        for tid in rec.traits:
-            self.by_trait[tid].add(rec.id)
-        for aid in rec.aggs:
-            self.by_agg[aid].add(rec.id)
+    def _tree_to_edit(self, root):
+        ids = self._tree_ov.get(root)
+        if ids is None:
+            ids = self._tree_ov[root] = self.trees.get(root, [])
+        return ids
+
+    def _add(self, rec):
+        self.changed[rec.id] = rec
+        self._uuid_ov[rec.uuid] = rec.id
+        self.count += 1
+        tree = self._tree_to_edit(rec.root)
+        if not tree:
+            self.roots.insert(bisect.bisect_left(self.roots, rec.root),
+                              rec.root)
+        bisect.insort(tree, rec.id)
+        self._edited(rec, True)
 
     def _drop(self, rp_id):
-        rec = self.rps.pop(rp_id, None)
+        rec = self.rps.get(rp_id)
         if rec is None:
             return
-        del self.by_uuid[rec.uuid]
-        self.tree_traits.pop(rec.root, None)
-        tree = self.trees[rec.root]
+        self.changed[rp_id] = None
+        if self._uuid_ov.get(rec.uuid) == rp_id:
+            del self._uuid_ov[rec.uuid]
+        self._cache.pop(rp_id, None)
+        self.count -= 1
+        tree = self._tree_to_edit(rec.root)
         tree.remove(rp_id)
         if not tree:
-            del self.trees[rec.root]
             self.roots.pop(bisect.bisect_left(self.roots, rec.root))
+        self._edited(rec, False)
+
+    def _edited(self, rec, present):
         if rec.parent is not None:
-            self.children -= 1
+            self.children += 1 if present else -1
+        self.tree_traits.pop(rec.root, None)
         if self._per_tree is not None:
             self._per_tree.touch(rec.root)
-        for tid in rec.traits:
-            self.by_trait[tid].discard(rp_id)
-        for aid in rec.aggs:
-            self.by_agg[aid].discard(rp_id)
+        self.by_trait.edit(rec.traits, rec.id, present)
+        self.by_agg.edit(rec.aggs, rec.id, present)
 
     # -- what a search asks -------------------------------------------------
 
+    def tree_kinds(self, root):
+        """The kinds of the providers of the tree under ``root``, in id
+        order (a tuple; empty if there is no such tree)."""
+        ids = self._tree_ov.get(root)
+        if ids is None:
+            start, end = self.base.tree(root)
+            return tuple(self.base.kind[start:end])
+        rps = self.rps
+        return tuple(rps[rid].kind for rid in ids)
+
+    def tree_rows(self, roots):
+        """(ids, kinds): the providers of the trees under ``roots``, in
+        that order then by id, and the index of each one's kind."""
+        ids, kinds = [], []
+        base = self.base
+        overlay = self._tree_ov
+        rps = self.rps
+        for root in roots:
+            mine = overlay.get(root)
+            if mine is None:
+                start, end = base.tree(root)
+                ids += base.ids[start:end].tolist()
+                kinds += base.kind[start:end].tolist()
+            else:
+                ids += mine
+                kinds += [rps[rid].kind for rid in mine]
+        return ids, kinds
+
     def _traits_in_tree(self, root):
-        return frozenset().union(*(self.rps[rid].traits
-                                   for rid in self.trees.get(root, ())))
+        kinds = self.kinds
+        return frozenset().union(*(kinds[k].traits
+                                   for k in set(self.tree_kinds(root))))
+
+    def id_bounds(self):
+        """(lowest, highest) provider id; None if there is none."""
+        if not self.count:
+            return None
+        changed = self.changed
+        present = [rid for rid, rec in changed.items() if rec is not None]
+        byid = self.base.byid
+        lo = next((rid for rid in byid if rid not in changed), None)
+        hi = next((byid[i] for i in range(len(byid) - 1, -1, -1)
+                   if byid[i] not in changed), None)
+        ends = present + [i for i in (lo, hi) if i is not None]
+        return min(ends), max(ends)
 
     def root_of(self, uuid, any_case=False):
         """The root id of the tree of provider ``uuid`` (in_tree), None if
         there is none; ``any_case``: MySQL's collation matches a uuid in
         any case."""
-        rid = self.by_uuid.get(uuid)
-        if rid is None and any_case:
-            wanted = uuid.lower()
-            rid = next((i for u, i in self.by_uuid.items()
-                        if u.lower() == wanted), None)
-        return None if rid is None else self.rps[rid].root
+        found = self.by_uuid.ids(uuid, any_case)
+        return self.rps[found[0]].root if found else None
 
     def per_tree(self):
         """PerTree of this world: counted on first use after a full load,
         then for the trees changed since."""
         if self._per_tree is None:
-            self._per_tree = PerTree(self)
+            self._per_tree = per_tree.PerTree(self)
         return self._per_tree
 
     def tree_providers(self, roots):
         """{id: model.Provider} of the whole trees under ``roots``."""
         out = {}
         rps = self.rps
+        base = self.base
+        cache = self._cache
         for root in roots:
-            for rid in self.trees.get(root, ()):
-                out[rid] = rps[rid].prov
+            mine = self._tree_ov.get(root)
+            if mine is not None:
+                for rid in mine:
+                    out[rid] = rps[rid].prov
+                continue
+            start, end = base.tree(root)
+            for pos, rid in enumerate(base.ids[start:end], start):
+                rec = cache.get(rid)
+                out[rid] = (rec or self._make(pos)).prov
         return out
+
+
+def configure(conf):
+    """Where this process shares its worlds (``[candidates]`` options)."""
+    global SHARED_DIR
+    SHARED_DIR = None
+    if conf.candidates.share_world:
+        SHARED_DIR = (conf.candidates.world_dir or
+                      snapshot.default_directory())
 
 
 # engine -> World

@@ -39,6 +39,7 @@ import os
 import random
 import re
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -175,7 +176,10 @@ class Cluster:
             [root] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep)
                       if p])
         url = self.db.url
-        world = [sys.executable, SERVER, url] + (
+        # The world processes share their snapshot through a file, made
+        # again after a few changes (freshness_server.py --share).
+        self.share_dir = tempfile.mkdtemp(prefix='placement-world-')
+        world = [sys.executable, SERVER, url, '--share', self.share_dir] + (
             ['--reload-every-request'] if self.control else []) + (
             ['--trust-triggers'] if self.trust_triggers else [])
         self.worlds = [Child('ours%d' % i, world, env)
@@ -226,6 +230,9 @@ class Cluster:
         if self.db is not None:
             self.db.drop()
             self.db = None
+        if getattr(self, 'share_dir', None):
+            shutil.rmtree(self.share_dir, ignore_errors=True)
+            self.share_dir = None
 
 
 _MIGRATING = threading.Lock()

@@ -1,7 +1,7 @@
 """One of our placement processes, for the freshness check (freshness.py).
 
 Usage: python freshness_server.py DB_URL [--sql|--reload-every-request]
-                                         [--trust-triggers]
+                                         [--trust-triggers] [--share DIR]
 
 Serves our WSGI app over an existing database, one request at a time,
 through JSON lines rather than HTTP: each stdin line is {"method",
@@ -27,6 +27,12 @@ still differs from SQL is the check's fault or the engines'.
 missing (a process otherwise falls back to the SQL engine, which is
 always fresh): the check's run without each trigger in turn.
 
+``--share DIR``: the world processes share their snapshot through a
+file in DIR whatever the world's size, and make a new one after
+``_SHARED_OVERLAY`` changes (world.py's thresholds, lowered so that a
+check of a few thousand steps maps, catches up from and switches
+snapshots many times).
+
 Each answer also says which engine answered a candidates request
 ("engine": "world" or "sql"): a world process that answered with SQL
 was not checked at all.
@@ -45,9 +51,19 @@ def _always_reload():
     from placement.objects.candidates import world
 
     def refresh(self, ctx, conn):
-        self._load(ctx, conn, None)
+        self.read_all(ctx, conn)
 
     world.World.refresh = refresh
+
+
+_SHARED_OVERLAY = 12
+
+
+def _share(directory):
+    from placement.objects.candidates import world
+    world.SHARED_DIR = directory
+    world.SHARE_FROM = 0
+    world._OVERLAY = _SHARED_OVERLAY
 
 
 _ENGINE = {'used': None}
@@ -125,6 +141,8 @@ def main():
         _trust_triggers()
     _track_engines()
     app = _app(url, use_world=not sql)
+    if '--share' in sys.argv[2:]:
+        _share(sys.argv[sys.argv.index('--share') + 1])
     conf_path = None
     if sql:
         import tempfile

@@ -268,7 +268,7 @@ def _most_by_brute_force(world):
 
 
 def test_bound_follows_writes():
-    """The most providers per class one tree has (world.PerTree, the
+    """The most providers per class one tree has (per_tree.PerTree, the
     sample's bound), and the roots whose trees hold each class, stay
     exact as providers come, move and go through the API, read provider
     by provider."""

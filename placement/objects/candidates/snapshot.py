@@ -1,0 +1,342 @@
+"""The world's providers in columns: one immutable copy a node's processes
+share.
+
+A ``Snapshot`` is every provider of one database at some change counters,
+laid out as flat arrays in one buffer: positions ordered by (root, id), so
+that each tree is a run of positions; a provider's inventories (with their
+usage), traits and aggregates are one *kind*, stored once however many
+providers have it (a cloud's providers are alike). Read in place -- from
+a bytes object, or from a file mapped read-only -- nothing is copied into
+Python objects but the kinds, so the processes of one API node that map
+the same file hold one copy of the world between them (world.py keeps,
+per process, only what changed since and the providers it has looked at
+lately).
+
+The file lives in ``[placement] candidates_world_dir`` (by default a
+directory of /dev/shm), one per database, written whole under a lock and
+renamed into place: a reader maps either the old file or the new one,
+never a half-written one.
+"""
+import array
+import bisect
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import mmap
+import operator
+import os
+import pickle
+import struct
+import tempfile
+
+_MAGIC = b'PLWORLD2'
+_UUID = 36
+_FIRST = operator.itemgetter(0)
+# The columns, in the order they are laid out: name -> array typecode.
+_COLUMNS = (('ids', 'q'), ('parent', 'q'), ('root', 'q'), ('kind', 'i'),
+            ('troot', 'q'), ('tstart', 'q'), ('byid', 'q'),
+            ('byid_pos', 'i'), ('posof', 'i'), ('byuuid_pos', 'i'),
+            ('trait_keys', 'q'), ('trait_start', 'q'), ('trait_ids', 'q'),
+            ('agg_keys', 'q'), ('agg_start', 'q'), ('agg_ids', 'q'))
+
+
+class Snapshot:
+    """Columns of one buffer (see the module). ``kinds`` is the list of
+    distinct (inventories, trait ids, aggregate ids): inventories as
+    sorted (class id, total, reserved, allocation_ratio, min_unit,
+    max_unit, step_size, used) rows."""
+
+    def __init__(self, buf, path=None, ino=None):
+        self._buf = buf
+        self.path = path
+        self.ino = ino
+        mv = memoryview(buf)
+        if bytes(mv[:8]) != _MAGIC:
+            raise ValueError('not a world snapshot')
+        hlen, = struct.unpack_from('<Q', buf, 8)
+        head = pickle.loads(mv[16:16 + hlen])
+        if head['size'] != len(mv):
+            raise ValueError('a snapshot cut short')
+        self.epoch = head['epoch']
+        self.slots = head['slots']
+        self.n = head['n']
+        self.children = head['children']
+        self.kinds = head['kinds']
+        for name, (code, off, count) in head['cols'].items():
+            size = array.array(code).itemsize
+            setattr(self, name, mv[off:off + count * size].cast(code))
+        self.id_lo = head['id_lo']
+        self._uuid_off = head['uuid_off']
+        self.uuids = mv[self._uuid_off:self._uuid_off + self.n * _UUID]
+
+    # -- lookups -----------------------------------------------------------
+
+    def uuid_at(self, pos):
+        off = self._uuid_off + pos * _UUID
+        return self._buf[off:off + _UUID].decode('ascii')
+
+    def pos_of(self, rid):
+        """Position of provider ``rid``; None if it is not here."""
+        if type(rid) is not int:
+            return None
+        posof = self.posof
+        if posof:
+            # Ids are mostly dense: a position per id from the lowest.
+            i = rid - self.id_lo
+            if 0 <= i < len(posof):
+                pos = posof[i]
+                return pos if pos >= 0 else None
+            return None
+        i = bisect.bisect_left(self.byid, rid)
+        if i < self.n and self.byid[i] == rid:
+            return self.byid_pos[i]
+        return None
+
+    def tree(self, root):
+        """(start, end) positions of the tree under ``root``; (0, 0) if
+        there is none."""
+        if type(root) is not int:
+            return 0, 0
+        i = bisect.bisect_left(self.troot, root)
+        if i < len(self.troot) and self.troot[i] == root:
+            return self.tstart[i], self.tstart[i + 1]
+        return 0, 0
+
+    def ids_with_uuid(self, uuid):
+        """(exact, id) of the providers whose uuid is ``uuid`` in any
+        case, exact matches first."""
+        wanted = uuid.lower()
+        order = self.byuuid_pos
+
+        def key(i):
+            return self.uuid_at(order[i]).lower()
+
+        i = bisect.bisect_left(range(self.n), wanted, key=key)
+        out = []
+        while i < self.n and key(i) == wanted:
+            pos = order[i]
+            out.append((self.uuid_at(pos) == uuid, self.ids[pos]))
+            i += 1
+        return sorted(out, reverse=True)
+
+    def members(self, of, key):
+        """Ids of the providers with trait (``of`` 'trait') or aggregate
+        (``of`` 'agg') ``key``."""
+        if type(key) is not int:
+            return ()
+        keys = getattr(self, of + '_keys')
+        i = bisect.bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            start = getattr(self, of + '_start')
+            return getattr(self, of + '_ids')[start[i]:start[i + 1]]
+        return ()
+
+
+NO_KIND = ((), (), ())
+
+
+def _grouped(rows):
+    """{provider id: tuple of the rest of its rows, sorted}, of rows
+    (provider id, ...)."""
+    out = {}
+    for rid, group in itertools.groupby(sorted(rows), _FIRST):
+        out[rid] = tuple(row[1:] for row in group)
+    return out
+
+
+def kinds_of(invs, usage, traits, aggs):
+    """{provider id: its kind} (see Snapshot.kinds) of the rows
+    world.World._read gives; a provider with none of them is NO_KIND."""
+    used = {(rid, rc): int(n) for rid, rc, n in usage if n}
+    inv_of = _grouped([
+        (rid, rc, total, reserved, ratio, min_unit, max_unit, step,
+         used.get((rid, rc), 0))
+        for rid, rc, total, reserved, ratio, min_unit, max_unit, step in
+        invs])
+    traits_of = {rid: tuple(t for (t,) in rest) for rid, rest in
+                 _grouped([(rid, t) for rid, t in traits]).items()}
+    aggs_of = {rid: tuple(a for (a,) in rest) for rid, rest in
+               _grouped([(rid, a) for rid, a in aggs]).items()}
+    out = dict.fromkeys(set(inv_of) | set(traits_of) | set(aggs_of))
+    for rid in out:
+        out[rid] = (inv_of.get(rid, ()), traits_of.get(rid, ()),
+                    aggs_of.get(rid, ()))
+    return out
+
+
+def build(rps, invs, usage, traits, aggs, epoch, slots):
+    """The bytes of a Snapshot of the rows world.World._read gives."""
+    kind_by_id = kinds_of(invs, usage, traits, aggs)
+    # A provider written before nested providers, not migrated yet, is
+    # its own root.
+    rows = sorted((root if root is not None else rid, rid, uuid, parent)
+                  for rid, uuid, parent, root in rps)
+    kinds, kind_of = [], {}
+    cols = {name: array.array(code) for name, code in _COLUMNS}
+    uuids = bytearray()
+    by_trait, by_agg = {}, {}
+    children = 0
+    last_root = None
+    for pos, (root, rid, uuid, parent) in enumerate(rows):
+        kind = kind_by_id.get(rid, NO_KIND)
+        k = kind_of.get(kind)
+        if k is None:
+            k = kind_of[kind] = len(kinds)
+            kinds.append(kind)
+        cols['ids'].append(rid)
+        cols['parent'].append(parent or 0)
+        cols['root'].append(root)
+        cols['kind'].append(k)
+        uuids += uuid.encode('ascii').ljust(_UUID)[:_UUID]
+        if root != last_root:
+            cols['troot'].append(root)
+            cols['tstart'].append(pos)
+            last_root = root
+        if parent is not None:
+            children += 1
+        for tid in kind[1]:
+            by_trait.setdefault(tid, []).append(rid)
+        for aid in kind[2]:
+            by_agg.setdefault(aid, []).append(rid)
+    n = len(rows)
+    cols['tstart'].append(n)
+    by_id = sorted(range(n), key=cols['ids'].__getitem__)
+    cols['byid'].extend(cols['ids'][p] for p in by_id)
+    cols['byid_pos'].extend(by_id)
+    id_lo = cols['byid'][0] if n else 0
+    span = cols['byid'][-1] - id_lo + 1 if n else 0
+    if n and span <= 4 * n + 1024:
+        posof = cols['posof']
+        posof.frombytes(b'\xff' * (4 * span))
+        for rid, pos in zip(cols['byid'], by_id):
+            posof[rid - id_lo] = pos
+    cols['byuuid_pos'].extend(sorted(
+        range(n), key=lambda p: uuids[p * _UUID:(p + 1) * _UUID].lower()))
+    for of, index in (('trait', by_trait), ('agg', by_agg)):
+        for key in sorted(index):
+            cols[of + '_keys'].append(key)
+            cols[of + '_start'].append(len(cols[of + '_ids']))
+            cols[of + '_ids'].extend(sorted(index[key]))
+        cols[of + '_start'].append(len(cols[of + '_ids']))
+    return _pack(cols, uuids, dict(epoch=epoch, slots=slots, n=n,
+                                   children=children, kinds=kinds,
+                                   id_lo=id_lo))
+
+
+def _pack(cols, uuids, head):
+    """One buffer: magic, header length, header (pickled), then each
+    column 8-byte aligned."""
+    def layout(start):
+        offsets, off = {}, start
+        for name, code in _COLUMNS:
+            off = (off + 7) & ~7
+            offsets[name] = (code, off, len(cols[name]))
+            off += len(cols[name]) * cols[name].itemsize
+        return offsets, (off + 7) & ~7
+
+    # The header holds the offsets, which depend on its length: lay out
+    # twice, with room to spare.
+    offsets, _end = layout(0)
+    probe = pickle.dumps(dict(head, cols=offsets, uuid_off=0, size=0),
+                         protocol=5)
+    start = (16 + len(probe) + 256 + 7) & ~7
+    offsets, end = layout(start)
+    header = pickle.dumps(dict(head, cols=offsets, uuid_off=end,
+                               size=end + len(uuids)), protocol=5)
+    assert 16 + len(header) <= start
+    out = bytearray(end + len(uuids))
+    out[:8] = _MAGIC
+    struct.pack_into('<Q', out, 8, len(header))
+    out[16:16 + len(header)] = header
+    for name, (code, off, count) in offsets.items():
+        out[off:off + count * cols[name].itemsize] = cols[name].tobytes()
+    out[end:] = uuids
+    return bytes(out)
+
+
+# -- sharing through a file -------------------------------------------------
+
+def path_for(directory, engine):
+    """The snapshot file of the database ``engine`` connects to."""
+    url = engine.url.render_as_string(hide_password=True)
+    name = hashlib.sha256(url.encode()).hexdigest()[:24]
+    return os.path.join(directory, 'world-%s' % name)
+
+
+def default_directory():
+    """/dev/shm (memory, shared by the node's processes) when there is one,
+    else the temporary directory; a directory of this user's."""
+    base = '/dev/shm' if os.access('/dev/shm', os.W_OK) else \
+        tempfile.gettempdir()
+    return os.path.join(base, 'placement-world-%d' % os.getuid())
+
+
+def shareable(engine):
+    """Whether other processes can reach the same database: not an
+    in-memory SQLite one."""
+    url = engine.url
+    if url.get_backend_name() != 'sqlite':
+        return True
+    database = url.database or ''
+    return database not in ('', ':memory:') and \
+        'mode=memory' not in str(url)
+
+
+@contextlib.contextmanager
+def locked(path):
+    """The file's lock, held while one process builds or checks it: the
+    others wait (they would build the same)."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path + '.lock', os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def open_file(path):
+    """The Snapshot in file ``path``, mapped read-only; None if there is
+    none or it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        ino = os.fstat(fd).st_ino
+        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return Snapshot(buf, path, ino)
+    except Exception:
+        # Not one of ours, or cut short: the caller writes it again. (The
+        # mapping goes with the last view of it.)
+        return None
+
+
+def inode(path):
+    """The inode the file ``path`` now is (None if none): a new one means
+    another process wrote a newer snapshot."""
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def write_file(path, data):
+    """Write ``data`` to ``path`` whole: to a temporary file beside it,
+    then renamed over it."""
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.world-')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,163 @@
+"""The world a node's processes share (candidates/snapshot.py, world.py).
+
+A large world is written once to a file every process of the node maps:
+a process starting later maps it and catches up from the change log
+instead of reading every provider; after enough changes one process
+writes a newer file and the others move to it. These tests lower the
+thresholds (``SHARE_FROM``, ``_OVERLAY``) so that a handful of providers
+goes through each step. That every answer stays the database's through
+all of it is the freshness check's (test_world_freshness.py runs its
+world processes sharing a file, made again every few changes).
+"""
+import os
+import uuid as uuidlib
+
+import pytest
+
+from placement import context
+from placement.objects.candidates import snapshot
+from placement.objects.candidates import world as world_mod
+from placement.objects import changes
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional.fixtures import gabbits
+from placement.tests.functional import test_candidates_world as tcw
+
+
+@pytest.fixture
+def shared(monkeypatch, tmp_path):
+    # What [candidates] world_dir says, whatever the app's configuration.
+    monkeypatch.setattr(world_mod, 'configure', lambda conf: None)
+    monkeypatch.setattr(world_mod, 'SHARED_DIR', str(tmp_path))
+    monkeypatch.setattr(world_mod, 'SHARE_FROM', 0)
+    monkeypatch.setattr(world_mod, '_OVERLAY', 3)
+    return tmp_path
+
+
+@pytest.fixture
+def full_reads(monkeypatch):
+    """The worlds that read every provider from the database, in order."""
+    readers = []
+    real = world_mod.World._read
+
+    def _read(self, conn, ids):
+        if ids is None:
+            readers.append(self)
+        return real(self, conn, ids)
+
+    monkeypatch.setattr(world_mod.World, '_read', _read)
+    return readers
+
+
+def _app_and_engine():
+    return gabbits.app_and_engine_over_world(cw.WorldBuilder())
+
+
+def _process(engine):
+    """A World as a new process of the node has it after one request."""
+    other = world_mod.World()
+    _refresh(other, engine)
+    return other
+
+
+def _refresh(world, engine):
+    tcw._refresh(world, engine, None)
+
+
+def _vcpu(world, rp_uuid):
+    return world.rps[world.by_uuid[rp_uuid]].prov.inventory['VCPU'][:2]
+
+
+def _files(directory):
+    return sorted(n for n in os.listdir(directory) if n.startswith('world-')
+                  and not n.endswith('.lock'))
+
+
+def test_a_later_process_maps_the_file_and_catches_up(shared, full_reads):
+    with _app_and_engine() as (app, engine):
+        cloud = tcw._Cloud(app)
+        a = cloud.provider('a')
+        cloud.inventory(a, VCPU=4)
+        first = _process(engine)
+        assert full_reads == [first]
+        assert len(_files(shared)) == 1 and first.base.path
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=3)
+        b = cloud.provider('b', parent=a)
+        second = _process(engine)
+        # Mapped, not read: the same file, and only what changed since.
+        assert full_reads == [first]
+        assert second.base.ino == first.base.ino
+        assert _vcpu(second, a) == (4, 3)
+        assert second.rps[second.by_uuid[b]].root == second.by_uuid[a]
+        # The first one catches up too, by the change log.
+        _refresh(first, engine)
+        assert _vcpu(first, a) == (4, 3) and b in first.by_uuid
+        assert first.loads == 1 and second.loads == 1
+
+
+def test_a_newer_file_after_many_changes_and_the_others_follow(
+        shared, full_reads):
+    with _app_and_engine() as (app, engine):
+        cloud = tcw._Cloud(app)
+        a = cloud.provider('a')
+        cloud.inventory(a, VCPU=8)
+        first = _process(engine)
+        second = _process(engine)
+        old = first.base.ino
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=1)
+        _refresh(second, engine)
+        assert second.changed and second.base.ino == old
+        more = [cloud.provider('p%d' % i) for i in range(4)]
+        _refresh(first, engine)     # past _OVERLAY: a new file
+        assert full_reads == [first, first]
+        assert first.base.ino != old and not first.changed
+        assert _vcpu(first, a) == (8, 1) and all(
+            p in first.by_uuid for p in more)
+        # The other process, with changes of its own since the old file,
+        # moves to the new one without reading everything.
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=2)
+        _refresh(second, engine)
+        assert full_reads == [first, first]
+        assert second.base.ino == first.base.ino
+        assert _vcpu(second, a) == (8, 3) and all(
+            p in second.by_uuid for p in more)
+        assert len(_files(shared)) == 1
+
+
+def test_a_file_of_another_epoch_or_broken_is_not_used(shared, full_reads):
+    with _app_and_engine() as (app, engine):
+        cloud = tcw._Cloud(app)
+        a = cloud.provider('a')
+        cloud.inventory(a, VCPU=4)
+        first = _process(engine)
+        path = first.base.path
+        # placement-manage reload: a new epoch, every world reads again.
+        ctx = context.RequestContext(user_id='admin', project_id='admin')
+        assert changes.reload_everywhere(ctx)
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=1)
+        second = _process(engine)
+        assert full_reads == [first, second]
+        assert _vcpu(second, a) == (4, 1)
+        # Cut short, or not a snapshot: read again and written whole.
+        with open(path, 'rb') as f:
+            data = f.read()
+        for broken in (data[:len(data) // 2], b'garbage' * 100):
+            with open(path, 'wb') as f:
+                f.write(broken)
+            third = _process(engine)
+            assert full_reads[-1] is third
+            assert _vcpu(third, a) == (4, 1)
+            assert snapshot.open_file(path) is not None
+
+
+def test_small_worlds_are_not_written(shared, monkeypatch, full_reads):
+    monkeypatch.setattr(world_mod, 'SHARE_FROM', 3)
+    with _app_and_engine() as (app, engine):
+        cloud = tcw._Cloud(app)
+        a = cloud.provider('a')
+        cloud.inventory(a, VCPU=4)
+        first = _process(engine)
+        assert _files(shared) == [] and first.base.path is None
+        for i in range(3):
+            cloud.provider('p%d' % i)
+        second = _process(engine)
+        assert len(_files(shared)) == 1 and second.base.path
