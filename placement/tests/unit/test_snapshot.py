@@ -1,0 +1,82 @@
+"""The columns of a world snapshot (candidates/snapshot.py): what each
+lookup answers for a small world, read back from the bytes and from a
+mapped file."""
+import pytest
+
+from placement.objects.candidates import snapshot
+
+U = '%08d-abcd-0000-0000-000000000000'
+
+# Two trees (1 with children 2 and 5; 3 alone), 4 a provider written
+# before nested providers (no root), ids with a gap.
+PROVIDERS = [(1, U % 1, None, 1), (2, U % 2, 1, 1), (3, U % 3, None, 3),
+             (5, (U % 5).upper(), 1, 1), (4, U % 4, None, None)]
+INVENTORIES = [(2, 0, 8, 0, 16.0, 1, 8, 1), (1, 2, 100, 0, 1.0, 1, 100, 1),
+               (3, 0, 8, 0, 16.0, 1, 8, 1), (5, 0, 8, 0, 16.0, 1, 8, 1)]
+USAGE = [(3, 0, 2), (5, 0, 0)]
+TRAITS = [(2, 7), (2, 3), (3, 3)]
+AGGS = [(1, 11), (3, 11), (3, 12)]
+
+
+def _snapshots(tmp_path, rows=None):
+    data = snapshot.build(*(rows or (PROVIDERS, INVENTORIES, USAGE, TRAITS,
+                                     AGGS)), 42, {0: 9})
+    path = str(tmp_path / 'world')
+    snapshot.write_file(path, data)
+    return [snapshot.Snapshot(data), snapshot.open_file(path)]
+
+
+def test_trees_are_runs_of_positions(tmp_path):
+    for snap in _snapshots(tmp_path):
+        assert (snap.epoch, snap.slots, snap.n, snap.children) == (
+            42, {0: 9}, 5, 2)
+        assert list(snap.troot) == [1, 3, 4]
+        start, end = snap.tree(1)
+        assert list(snap.ids[start:end]) == [1, 2, 5]
+        assert [snap.parent[p] for p in range(start, end)] == [0, 1, 1]
+        assert snap.tree(4) != (0, 0) and snap.tree(2) == (0, 0)
+        assert snap.tree(None) == (0, 0)
+
+
+def test_alike_providers_share_one_kind(tmp_path):
+    for snap in _snapshots(tmp_path):
+        def kind(rid):
+            return snap.kinds[snap.kind[snap.pos_of(rid)]]
+        # 2 and 5: the same inventory (2's traits differ); 3 has usage.
+        assert kind(2)[0] == kind(5)[0] == ((0, 8, 0, 16.0, 1, 8, 1, 0),)
+        assert kind(3)[0] == ((0, 8, 0, 16.0, 1, 8, 1, 2),)
+        assert kind(2)[1] == (3, 7) and kind(5) != kind(2)
+        assert kind(4) == snapshot.NO_KIND
+        assert len(snap.kinds) == 5
+
+
+def test_lookups(tmp_path):
+    for snap in _snapshots(tmp_path):
+        assert [snap.pos_of(i) is None for i in (0, 1, 4, 5, 6, None)] == [
+            True, False, False, False, True, True]
+        assert snap.uuid_at(snap.pos_of(5)) == (U % 5).upper()
+        assert snap.ids_with_uuid(U % 5) == [(False, 5)]
+        assert snap.ids_with_uuid((U % 5).upper()) == [(True, 5)]
+        assert snap.ids_with_uuid(U % 9) == []
+        assert list(snap.members('trait', 3)) == [2, 3]
+        assert list(snap.members('agg', 11)) == [1, 3]
+        assert list(snap.members('agg', 13)) == [] and \
+            snap.members('trait', None) == ()
+
+
+def test_sparse_ids_are_found_by_search(tmp_path):
+    far = [(1, U % 1, None, 1), (10 ** 9, U % 2, None, 10 ** 9)]
+    for snap in _snapshots(tmp_path, (far, [], [], [], [])):
+        assert len(snap.posof) == 0
+        assert snap.pos_of(10 ** 9) == 1 and snap.pos_of(2) is None
+
+
+@pytest.mark.parametrize('cut', [0, 8, 100, -1])
+def test_a_file_cut_short_is_refused(tmp_path, cut):
+    data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
+    path = str(tmp_path / 'world')
+    with open(path, 'wb') as f:
+        f.write(data[:cut])
+    assert snapshot.open_file(path) is None
+    snapshot.write_file(path, data)
+    assert snapshot.open_file(path).n == 5
