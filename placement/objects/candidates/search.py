@@ -323,21 +323,65 @@ class _Request:
         roots.update(self.rps[rid].root for rid in rp_ids)
         return self.world.tree_providers(sorted(roots))
 
+    # -- which roots may anchor a candidate -----------------------------------
+
+    def anchor_roots(self):
+        """The roots whose trees may anchor a candidate, sorted, when the
+        world's indexes tell fewer than every root (None: any may). Never
+        narrower than the answer:
+
+        * in_tree on the unnumbered group with resources: its providers
+          come from the anchor's own tree (no sharing provider serves it
+          then), so the anchor is that tree; without sharing providers
+          the same holds for a numbered group's in_tree;
+        * without sharing providers every provider of a candidate is in
+          the anchor's tree, so each any-of set of a group's required
+          traits and of its member_of is met by some provider of the
+          tree (its own traits or aggregates, or the unnumbered group's
+          root's aggregates: in the tree too).
+
+        A walk (or a sample) over these roots alone answers as one over
+        every root: the others have no candidate."""
+        if hasattr(self, '_anchor_roots'):
+            return self._anchor_roots
+        world = self.world
+        sets = []
+        for g in self.groups:
+            if g.tree_root is not None and g.amounts and (
+                    not g.numbered or not self.sharing):
+                sets.append({g.tree_root})
+            if self.sharing:
+                continue
+            for any_of in g.required:
+                sets.append(world.roots_with_any('trait', any_of))
+            for any_of in g.member_of:
+                sets.append(world.roots_with_any('agg', any_of))
+        out = None
+        if sets:
+            sets.sort(key=len)
+            out = set(sets[0]).intersection(*sets[1:])
+            out = sorted(out)
+        self._anchor_roots = out
+        return out
+
     # -- what the random sample needs (sample.py) ---------------------------
 
     def sample_roots(self):
         """The roots a sample draws from: every root, or fewer when fewer
         can serve -- the roots whose trees hold every class asked for
-        (unless sharing providers may serve it) and the roots with the
-        root_required traits. A root that cannot serve only wastes the
-        attempts drawn on it (P_r = 0 in sample.py): leaving it out
-        changes nothing of the sample but its cost."""
+        (unless sharing providers may serve it), the roots with the
+        root_required traits, and anchor_roots. A root that cannot serve
+        only wastes the attempts drawn on it (P_r = 0 in sample.py):
+        leaving it out changes nothing of the sample but its cost."""
         roots = self.world.roots
         with_class = []
         if not self.sharing:
             per_tree = self.world.per_tree()
             with_class = [per_tree.roots_with(rc) for g in self.groups
                           for rc, _amount in g.amounts]
+        anchors = self.anchor_roots()
+        if anchors is not None:
+            with_class.append(set(anchors))
         having = [self.world.by_trait.get(t, ())
                   for t in self.root_required]
         fewest = min(with_class + having, key=len, default=roots)
@@ -535,9 +579,10 @@ def _walk(req, batches, cap, wide, nested_aware, strategy):
     return found, providers
 
 
-def _windows(req, cap):
-    """Breadth-first under a cap: the roots in the SQL engine's windows
-    of root ids (its round-robin runs across one window's anchors)."""
+def _windows(req, roots, cap):
+    """Breadth-first under a cap: ``roots`` (sorted) in the SQL engine's
+    windows of root ids (its round-robin runs across one window's
+    anchors)."""
     world = req.world
     bounds = world.id_bounds()
     if bounds is None:
@@ -547,9 +592,9 @@ def _windows(req, cap):
     start = lo
     while start < hi:
         end = min(hi, start + step)
-        i = bisect.bisect_left(world.roots, start)
-        j = bisect.bisect_left(world.roots, end)
-        yield world.roots[i:j]
+        i = bisect.bisect_left(roots, start)
+        j = bisect.bisect_left(roots, end)
+        yield roots[i:j]
         start = end
         step *= 4
 
@@ -661,6 +706,9 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
                              max_candidates >= 0) else None
     limit = wide.limit
     g = req.flat_group()
+    roots = req.anchor_roots()
+    if roots is None:
+        roots = world.roots
     if randomize and limit is not None and cap is None:
         if g is None:
             found, providers = _sample(req, wide, nested_aware, limit)
@@ -668,18 +716,17 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
         # A flat world's root is one candidate or none: the first
         # ``limit`` that fit in a uniformly random order of the roots are
         # a uniform sample of the answer.
-        found, providers = _flat(req, g, _random_order(world.roots), limit)
+        found, providers = _flat(req, g, _random_order(roots), limit)
         random.shuffle(found)
         return found, providers, has_trees
     if limit is not None and not randomize:
         cap = limit if cap is None else min(cap, limit)
-    roots = world.roots
     if g is not None:
         found, providers = _flat(req, g, iter(roots), cap)
     else:
         if strategy == 'breadth-first':
             # The SQL engine's windows, for the same round-robin.
-            batches = (_windows(req, cap) if cap is not None
+            batches = (_windows(req, roots, cap) if cap is not None
                        else iter([list(roots)]))
         else:
             batches = _batches(iter(roots), _first(cap))

@@ -38,7 +38,9 @@ _COLUMNS = (('ids', 'q'), ('parent', 'q'), ('root', 'q'), ('kind', 'i'),
             ('troot', 'q'), ('tstart', 'q'), ('byid', 'q'),
             ('byid_pos', 'i'), ('posof', 'i'), ('byuuid_pos', 'i'),
             ('trait_keys', 'q'), ('trait_start', 'q'), ('trait_ids', 'q'),
-            ('agg_keys', 'q'), ('agg_start', 'q'), ('agg_ids', 'q'))
+            ('trait_rstart', 'q'), ('trait_roots', 'q'),
+            ('agg_keys', 'q'), ('agg_start', 'q'), ('agg_ids', 'q'),
+            ('agg_rstart', 'q'), ('agg_roots', 'q'))
 
 
 class Snapshot:
@@ -120,16 +122,18 @@ class Snapshot:
             i += 1
         return sorted(out, reverse=True)
 
-    def members(self, of, key):
+    def members(self, of, key, what='ids'):
         """Ids of the providers with trait (``of`` 'trait') or aggregate
-        (``of`` 'agg') ``key``."""
+        (``of`` 'agg') ``key``; with ``what`` 'roots', the roots of the
+        trees with such a provider."""
         if type(key) is not int:
             return ()
         keys = getattr(self, of + '_keys')
         i = bisect.bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
-            start = getattr(self, of + '_start')
-            return getattr(self, of + '_ids')[start[i]:start[i + 1]]
+            start = getattr(self, of + ('_start' if what == 'ids'
+                                        else '_rstart'))
+            return getattr(self, of + '_' + what)[start[i]:start[i + 1]]
         return ()
 
 
@@ -196,9 +200,9 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
         if parent is not None:
             children += 1
         for tid in kind[1]:
-            by_trait.setdefault(tid, []).append(rid)
+            by_trait.setdefault(tid, []).append((rid, root))
         for aid in kind[2]:
-            by_agg.setdefault(aid, []).append(rid)
+            by_agg.setdefault(aid, []).append((rid, root))
     n = len(rows)
     cols['tstart'].append(n)
     by_id = sorted(range(n), key=cols['ids'].__getitem__)
@@ -217,8 +221,11 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
         for key in sorted(index):
             cols[of + '_keys'].append(key)
             cols[of + '_start'].append(len(cols[of + '_ids']))
-            cols[of + '_ids'].extend(sorted(index[key]))
+            cols[of + '_ids'].extend(sorted(rid for rid, _ in index[key]))
+            cols[of + '_rstart'].append(len(cols[of + '_roots']))
+            cols[of + '_roots'].extend(sorted({r for _, r in index[key]}))
         cols[of + '_start'].append(len(cols[of + '_ids']))
+        cols[of + '_rstart'].append(len(cols[of + '_roots']))
     return _pack(cols, uuids, dict(epoch=epoch, slots=slots, n=n,
                                    children=children, kinds=kinds,
                                    id_lo=id_lo))

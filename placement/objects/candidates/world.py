@@ -272,6 +272,8 @@ class World:
         self._tree_ov = {}              # root -> ids, trees changed
         self._uuid_ov = {}              # uuid -> id, providers changed
         self._cache = {}                # id -> Rec made from the base
+        self._roots_by = {}             # (of, key) -> the base's roots
+        self._ov_kinds = {}             # root -> tree_kinds, changed trees
         self.roots = array.array('q')   # sorted root ids
         self.children = 0               # providers with a parent
         self.count = 0                  # providers
@@ -459,6 +461,8 @@ class World:
         self.count = snap.n
         self.by_trait.reset()
         self.by_agg.reset()
+        self._roots_by = {}
+        self._ov_kinds = {}
         self.tree_traits.clear()
         self._per_tree = None
         self.loads += 1
@@ -554,6 +558,7 @@ class World:
         if rec.parent is not None:
             self.children += 1 if present else -1
         self.tree_traits.pop(rec.root, None)
+        self._ov_kinds.pop(rec.root, None)
         if self._per_tree is not None:
             self._per_tree.touch(rec.root)
         self.by_trait.edit(rec.traits, rec.id, present)
@@ -568,8 +573,12 @@ class World:
         if ids is None:
             start, end = self.base.tree(root)
             return tuple(self.base.kind[start:end])
-        rps = self.rps
-        return tuple(rps[rid].kind for rid in ids)
+        kinds = self._ov_kinds.get(root)
+        if kinds is None:
+            rps = self.rps
+            kinds = self._ov_kinds[root] = tuple(
+                rps[rid].kind for rid in ids)
+        return kinds
 
     def tree_rows(self, roots):
         """(ids, kinds): the providers of the trees under ``roots``, in
@@ -588,6 +597,28 @@ class World:
                 ids += mine
                 kinds += [rps[rid].kind for rid in mine]
         return ids, kinds
+
+    def roots_with_any(self, of, keys):
+        """The roots of the trees with a provider having one of ``keys``
+        (trait ids, ``of`` 'trait'; aggregate ids, ``of`` 'agg')."""
+        out = set()
+        for key in keys:
+            roots = self._roots_by.get((of, key))
+            if roots is None:
+                roots = self._roots_by[(of, key)] = frozenset(
+                    self.base.members(of, key, 'roots'))
+            out |= roots
+        if self._tree_ov:
+            # The trees changed since the snapshot, as they are now.
+            out.difference_update(self._tree_ov)
+            kinds = self.kinds
+            attr = 'traits' if of == 'trait' else 'aggs'
+            keys = frozenset(keys)
+            for root in self._tree_ov:
+                if any(not keys.isdisjoint(getattr(kinds[k], attr))
+                       for k in set(self.tree_kinds(root))):
+                    out.add(root)
+        return out
 
     def _traits_in_tree(self, root):
         kinds = self.kinds

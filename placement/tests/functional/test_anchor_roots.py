@@ -1,0 +1,132 @@
+"""Which trees a search looks at (search._Request.anchor_roots).
+
+In a large cloud most trees cannot anchor a candidate asked for with
+in_tree, required traits or member_of; the search tells which can from
+the world's indexes (roots per trait and per aggregate) and walks only
+those. These tests check both halves: the answer is the SQL engine's,
+and the trees looked at are only the ones that could serve.
+"""
+import pytest
+
+from placement.objects.candidates import search
+from placement.tests.functional import candidate_worlds as cw
+from placement.tests.functional.fixtures import gabbits
+from placement.tests.functional import test_candidate_gather as twr
+from placement.tests.functional import test_candidates_world as tcw
+
+AGG_A = 'aaaaaaaa-0000-4000-8000-000000000001'
+AGG_B = 'aaaaaaaa-0000-4000-8000-000000000002'
+
+
+def _uuid(i):
+    return 'cccccccc-0000-4000-8000-%012d' % i
+
+
+def _world(sharing=False):
+    """24 hosts with a NUMA child each; every 3rd host has HW_CPU_X86_AVX2
+    on its NUMA node, even hosts are in aggregate A, the others in B."""
+    w = cw.WorldBuilder()
+    for i in range(24):
+        host, numa = 'h%d' % i, 'h%d-numa' % i
+        w.provider(host, uuid=_uuid(2 * i))
+        w.provider(numa, parent=host, uuid=_uuid(2 * i + 1))
+        w.inventory(host, 'DISK_GB', 100)
+        w.inventory(numa, 'VCPU', 8)
+        if i % 3 == 0:
+            w.trait(numa, 'HW_CPU_X86_AVX2')
+        w.aggregate(host, AGG_A if i % 2 == 0 else AGG_B)
+    if sharing:
+        w.provider('storage', uuid=_uuid(99))
+        w.inventory('storage', 'DISK_GB', 1000)
+        w.trait('storage', 'MISC_SHARES_VIA_AGGREGATE')
+        w.aggregate('storage', AGG_A)
+    return w
+
+
+@pytest.fixture
+def looked(monkeypatch):
+    """The roots each search handed to groups_for, request by request."""
+    seen = []
+    real = search._Request.groups_for
+
+    def groups_for(self, roots, groups=None):
+        seen[-1].update(roots)
+        return real(self, roots, groups)
+
+    monkeypatch.setattr(search._Request, 'groups_for', groups_for)
+    return seen
+
+
+QUERIES = [
+    # (query, hosts whose trees may anchor, with the sharing provider too)
+    ('resources=VCPU:1,DISK_GB:10&required=HW_CPU_X86_AVX2'
+     '&member_of=' + AGG_A, {0, 6, 12, 18}),
+    ('resources=VCPU:1&member_of=in:%s,%s' % (AGG_A, AGG_B), set(range(24))),
+    ('resources=VCPU:1&in_tree=%s' % _uuid(2 * 5), {5}),
+    ('resources1=VCPU:1&required1=HW_CPU_X86_AVX2&resources2=DISK_GB:5'
+     '&member_of2=%s&group_policy=none' % AGG_B, {3, 9, 15, 21}),
+    ('resources=DISK_GB:1&required=!HW_CPU_X86_AVX2&member_of=!' + AGG_A,
+     set(range(24))),
+]
+
+
+@pytest.mark.parametrize('randomize', [False, True],
+                         ids=['ordered', 'randomized'])
+@pytest.mark.parametrize('query,hosts', QUERIES, ids=[
+    'trait-and-aggregate', 'any-of-aggregates', 'in-tree', 'numbered',
+    'forbidden'])
+def test_only_trees_that_can_serve_are_looked_at(query, hosts, randomize,
+                                                 monkeypatch, looked):
+    overrides = {('placement', 'randomize_allocation_candidates'): randomize}
+    with gabbits.app_and_engine_over_world(_world(), overrides) as (app, _):
+        path = '/allocation_candidates?' + query
+        looked.append(set())
+        got = twr.get(app, path, tcw.LATEST)
+        expected = tcw._sql(monkeypatch, app, path, tcw.LATEST)
+        assert sorted(got[1]['provider_summaries']) == sorted(
+            expected[1]['provider_summaries'])
+        assert len(got[1]['allocation_requests']) == len(
+            expected[1]['allocation_requests'])
+        with app_world(app) as world:
+            roots = {world.by_uuid[_uuid(2 * h)] for h in hosts}
+        assert looked[-1] <= roots
+        # Every tree that has a candidate was looked at.
+        assert {world.rps[world.by_uuid[u]].root
+                for u in got[1]['provider_summaries']} <= looked[-1]
+
+
+def test_sharing_providers_widen_it_again(monkeypatch, looked):
+    """A sharing provider may serve a tree outside the aggregates and
+    traits asked for: every root is looked at (only in_tree on the
+    unnumbered group still narrows)."""
+    with gabbits.app_and_engine_over_world(_world(sharing=True)) as (app, _):
+        query = ('/allocation_candidates?resources=VCPU:1,DISK_GB:10'
+                 '&member_of=' + AGG_A)
+        looked.append(set())
+        got = twr.get(app, query, tcw.LATEST)
+        assert got == tcw._sql(monkeypatch, app, query, tcw.LATEST)
+        assert len(looked[-1]) == 25
+        looked.append(set())
+        twr.get(app, '/allocation_candidates?resources=VCPU:1,DISK_GB:10'
+                '&in_tree=' + _uuid(4), tcw.LATEST)
+        with app_world(app) as world:
+            assert looked[-1] == {world.by_uuid[_uuid(4)]}
+
+
+def app_world(app):
+    from placement.objects.candidates import engine
+    from placement import context
+    ctx = context.RequestContext(user_id='admin', project_id='admin')
+    return _Snapshot(engine.snapshot(ctx))
+
+
+class _Snapshot:
+    def __init__(self, cm):
+        self.cm = cm
+
+    def __enter__(self):
+        world, _conn = self.cm.__enter__()
+        return world
+
+    def __exit__(self, *exc):
+        return self.cm.__exit__(*exc)
