@@ -67,6 +67,14 @@ def _vcpu(world, rp_uuid):
     return world.rps[world.by_uuid[rp_uuid]].prov.inventory['VCPU'][:2]
 
 
+def _cloud_of_one(app, vcpu=4):
+    """A cloud of one provider ``a`` with ``vcpu`` VCPU: (cloud, a)."""
+    cloud = tcw._Cloud(app)
+    a = cloud.provider('a')
+    cloud.inventory(a, VCPU=vcpu)
+    return cloud, a
+
+
 def _files(directory):
     return sorted(n for n in os.listdir(directory) if n.startswith('world-')
                   and not n.endswith('.lock'))
@@ -74,9 +82,7 @@ def _files(directory):
 
 def test_a_later_process_maps_the_file_and_catches_up(shared, full_reads):
     with _app_and_engine() as (app, engine):
-        cloud = tcw._Cloud(app)
-        a = cloud.provider('a')
-        cloud.inventory(a, VCPU=4)
+        cloud, a = _cloud_of_one(app)
         first = _process(engine)
         assert full_reads == [first]
         assert len(_files(shared)) == 1 and first.base.path
@@ -97,9 +103,7 @@ def test_a_later_process_maps_the_file_and_catches_up(shared, full_reads):
 def test_a_newer_file_after_many_changes_and_the_others_follow(
         shared, full_reads):
     with _app_and_engine() as (app, engine):
-        cloud = tcw._Cloud(app)
-        a = cloud.provider('a')
-        cloud.inventory(a, VCPU=8)
+        cloud, a = _cloud_of_one(app, vcpu=8)
         first = _process(engine)
         second = _process(engine)
         old = first.base.ino
@@ -125,9 +129,7 @@ def test_a_newer_file_after_many_changes_and_the_others_follow(
 
 def test_a_file_of_another_epoch_or_broken_is_not_used(shared, full_reads):
     with _app_and_engine() as (app, engine):
-        cloud = tcw._Cloud(app)
-        a = cloud.provider('a')
-        cloud.inventory(a, VCPU=4)
+        cloud, a = _cloud_of_one(app)
         first = _process(engine)
         path = first.base.path
         # placement-manage reload: a new epoch, every world reads again.
@@ -152,9 +154,7 @@ def test_a_file_of_another_epoch_or_broken_is_not_used(shared, full_reads):
 def test_small_worlds_are_not_written(shared, monkeypatch, full_reads):
     monkeypatch.setattr(world_mod, 'SHARE_FROM', 3)
     with _app_and_engine() as (app, engine):
-        cloud = tcw._Cloud(app)
-        a = cloud.provider('a')
-        cloud.inventory(a, VCPU=4)
+        cloud, a = _cloud_of_one(app)
         first = _process(engine)
         assert _files(shared) == [] and first.base.path is None
         for i in range(3):
