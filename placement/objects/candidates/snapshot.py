@@ -308,7 +308,8 @@ def open_file(path):
     none or it is not one."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    except OSError:
+        # None yet, or not ours to read: the caller reads the database.
         return None
     try:
         ino = os.fstat(fd).st_ino

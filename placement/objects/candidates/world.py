@@ -84,6 +84,8 @@ REFRESH_SECONDS = prometheus_client.Counter(
     'Time spent bringing the in-memory world up to date.')
 
 _BASE = object()
+# Snapshot files this process could not write (warned once each).
+_UNSHARED = set()
 
 
 class Kind:
@@ -367,17 +369,32 @@ class World:
             self.slots = current
             PROVIDERS_READ.inc(self.count)
             return 'read from the database'
-        with snapshot.locked(path):
-            # Another process may have written it while this one waited.
-            if self._from_file(ctx, conn, path, epoch, current):
-                return 'caught up from the shared snapshot'
-            data = snapshot.build(*self._read(conn, None), epoch, current)
-            snapshot.write_file(path, data)
-            snap = snapshot.open_file(path) or snapshot.Snapshot(data)
+        data = None
+        how = 'read from the database, shared'
+        try:
+            with snapshot.locked(path):
+                # Another process may have written it while this one
+                # waited.
+                if self._from_file(ctx, conn, path, epoch, current):
+                    return 'caught up from the shared snapshot'
+                data = snapshot.build(*self._read(conn, None), epoch,
+                                      current)
+                snapshot.write_file(path, data)
+                snap = snapshot.open_file(path) or snapshot.Snapshot(data)
+        except OSError as exc:
+            # No room, no right: this process keeps a copy of its own.
+            if path not in _UNSHARED:
+                _UNSHARED.add(path)
+                LOG.warning('Allocation candidates: cannot share the world '
+                            'through %s (%s); this process keeps its own '
+                            'copy.', path, exc)
+            snap = snapshot.Snapshot(data) if data is not None else \
+                self._build(conn, epoch, current)
+            how = 'read from the database, not shared'
         self._use(ctx, snap)
         self.slots = current
         PROVIDERS_READ.inc(self.count)
-        return 'read from the database, shared'
+        return how
 
     def _from_file(self, ctx, conn, path, epoch, current):
         """Take the node's snapshot file if it is of this epoch, newer

@@ -161,3 +161,24 @@ def test_small_worlds_are_not_written(shared, monkeypatch, full_reads):
             cloud.provider('p%d' % i)
         second = _process(engine)
         assert len(_files(shared)) == 1 and second.base.path
+
+
+def test_a_directory_it_cannot_write_leaves_a_copy_per_process(
+        shared, monkeypatch, full_reads, caplog):
+    """No room or no right in world_dir: each process reads its own copy
+    (warned once), and answers as ever."""
+    blocked = shared / 'a-file'
+    blocked.write_text('')
+    monkeypatch.setattr(world_mod, 'SHARED_DIR', str(blocked / 'worlds'))
+    with _app_and_engine() as (app, engine):
+        cloud, a = _cloud_of_one(app)
+        first = _process(engine)
+        second = _process(engine)
+        assert full_reads == [first, second]
+        assert first.base.path is None and _vcpu(second, a) == (4, 0)
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=1)
+        assert tcw._providers(app, 'resources=VCPU:3') == [a]
+        assert tcw._providers(app, 'resources=VCPU:4') == []
+    warnings = [r for r in caplog.records
+                if 'cannot share the world' in r.getMessage()]
+    assert len(warnings) == 1
