@@ -78,6 +78,13 @@ class Snapshot:
         off = self._uuid_off + pos * _UUID
         return self._buf[off:off + _UUID].decode('ascii')
 
+    def uuids_between(self, start, end):
+        """The uuids at positions ``start`` to ``end`` (a tree's)."""
+        off = self._uuid_off
+        text = self._buf[off + start * _UUID:off + end * _UUID].decode(
+            'ascii')
+        return [text[i:i + _UUID] for i in range(0, len(text), _UUID)]
+
     def pos_of(self, rid):
         """Position of provider ``rid``; None if it is not here."""
         if type(rid) is not int:
