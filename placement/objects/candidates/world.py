@@ -332,7 +332,11 @@ class World:
             # Reading the log and then most providers by id costs more
             # than reading every provider at once.
             return 'more changes than half the providers'
-        if len(self.changed) + behind > max(_OVERLAY, self.base.n // 10):
+        # Past a tenth of the snapshot, in providers read again or in
+        # kinds made since (each new usage of a provider may make one),
+        # a new snapshot keeps this process's share small.
+        since = max(len(self.changed), len(self.kinds) - len(self.base.kinds))
+        if since + behind > max(_OVERLAY, self.base.n // 10):
             return 'many changes since the snapshot'
         ids = changes.logged(conn, self.slots, current)
         if ids is None:

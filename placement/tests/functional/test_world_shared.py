@@ -182,3 +182,20 @@ def test_a_directory_it_cannot_write_leaves_a_copy_per_process(
     warnings = [r for r in caplog.records
                 if 'cannot share the world' in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_many_new_usages_of_few_providers_make_a_new_file(shared,
+                                                          full_reads):
+    """Each new usage of a provider is a new kind this process keeps:
+    those count toward a new snapshot too, so a process's own share
+    stays small however often the same providers are written."""
+    with _app_and_engine() as (app, engine):
+        cloud, a = _cloud_of_one(app, vcpu=16)
+        first = _process(engine)
+        for used in range(1, 6):
+            cloud.allocate(str(uuidlib.uuid4()), a, VCPU=1)
+            _refresh(first, engine)
+            assert _vcpu(first, a) == (16, used)
+            assert len(first.changed) <= 1
+        assert full_reads == [first, first]
+        assert len(first.kinds) - len(first.base.kinds) <= 3
