@@ -22,9 +22,7 @@ import bisect
 import contextlib
 import fcntl
 import hashlib
-import itertools
 import mmap
-import operator
 import os
 import pickle
 import struct
@@ -32,7 +30,6 @@ import tempfile
 
 _MAGIC = b'PLWORLD2'
 _UUID = 36
-_FIRST = operator.itemgetter(0)
 # The columns, in the order they are laid out: name -> array typecode.
 _COLUMNS = (('ids', 'q'), ('parent', 'q'), ('root', 'q'), ('kind', 'i'),
             ('troot', 'q'), ('tstart', 'q'), ('byid', 'q'),
@@ -147,12 +144,16 @@ class Snapshot:
 NO_KIND = ((), (), ())
 
 
-def _grouped(rows):
-    """{provider id: tuple of the rest of its rows, sorted}, of rows
-    (provider id, ...)."""
+def _grouped(rows, whole=True):
+    """{provider id: tuple of the rest of its rows (``whole``; else of
+    their second values), sorted}, of rows (provider id, ...)."""
     out = {}
-    for rid, group in itertools.groupby(sorted(rows), _FIRST):
-        out[rid] = tuple(row[1:] for row in group)
+    get = out.get
+    for row in sorted(rows):
+        rid = row[0]
+        rest = row[1:] if whole else row[1]
+        have = get(rid)
+        out[rid] = (rest,) if have is None else have + (rest,)
     return out
 
 
@@ -165,10 +166,8 @@ def kinds_of(invs, usage, traits, aggs):
          used.get((rid, rc), 0))
         for rid, rc, total, reserved, ratio, min_unit, max_unit, step in
         invs])
-    traits_of = {rid: tuple(t for (t,) in rest) for rid, rest in
-                 _grouped([(rid, t) for rid, t in traits]).items()}
-    aggs_of = {rid: tuple(a for (a,) in rest) for rid, rest in
-               _grouped([(rid, a) for rid, a in aggs]).items()}
+    traits_of = _grouped([(rid, t) for rid, t in traits], whole=False)
+    aggs_of = _grouped([(rid, a) for rid, a in aggs], whole=False)
     out = dict.fromkeys(set(inv_of) | set(traits_of) | set(aggs_of))
     for rid in out:
         out[rid] = (inv_of.get(rid, ()), traits_of.get(rid, ()),
@@ -177,53 +176,64 @@ def kinds_of(invs, usage, traits, aggs):
 
 
 def build(rps, invs, usage, traits, aggs, epoch, slots):
-    """The bytes of a Snapshot of the rows world.World._read gives."""
+    """The bytes of a Snapshot of the rows world.World._read gives.
+
+    Column by column (list comprehensions, C-speed sorts): a million
+    providers in a few seconds."""
     kind_by_id = kinds_of(invs, usage, traits, aggs)
     # A provider written before nested providers, not migrated yet, is
     # its own root.
     rows = sorted((root if root is not None else rid, rid, uuid, parent)
                   for rid, uuid, parent, root in rps)
-    kinds, kind_of = [], {}
-    cols = {name: array.array(code) for name, code in _COLUMNS}
-    uuids = bytearray()
-    by_trait, by_agg = {}, {}
-    children = 0
-    last_root = None
-    for pos, (root, rid, uuid, parent) in enumerate(rows):
-        kind = kind_by_id.get(rid, NO_KIND)
-        k = kind_of.get(kind)
-        if k is None:
-            k = kind_of[kind] = len(kinds)
-            kinds.append(kind)
-        cols['ids'].append(rid)
-        cols['parent'].append(parent or 0)
-        cols['root'].append(root)
-        cols['kind'].append(k)
-        uuids += uuid.encode('ascii').ljust(_UUID)[:_UUID]
-        if root != last_root:
-            cols['troot'].append(root)
-            cols['tstart'].append(pos)
-            last_root = root
-        if parent is not None:
-            children += 1
-        for tid in kind[1]:
-            by_trait.setdefault(tid, []).append((rid, root))
-        for aid in kind[2]:
-            by_agg.setdefault(aid, []).append((rid, root))
     n = len(rows)
+    cols = {name: array.array(code) for name, code in _COLUMNS}
+    ids = [row[1] for row in rows]
+    roots = [row[0] for row in rows]
+    cols['ids'].extend(ids)
+    cols['root'].extend(roots)
+    cols['parent'].extend([row[3] or 0 for row in rows])
+    children = sum(1 for row in rows if row[3] is not None)
+    get = kind_by_id.get
+    kind_of = {}
+    per_provider = [kind_of.setdefault(get(rid, NO_KIND), len(kind_of))
+                    for rid in ids]
+    kinds = list(kind_of)
+    cols['kind'].extend(per_provider)
+    uuid_list = [row[2] for row in rows]
+    if all(len(u) == _UUID for u in uuid_list):
+        uuids = ''.join(uuid_list).encode('ascii')
+    else:
+        uuids = b''.join(u.encode('ascii').ljust(_UUID)[:_UUID]
+                         for u in uuid_list)
+    # Trees: where each root's run of positions starts.
+    starts = [pos for pos in range(n) if pos == 0 or
+              roots[pos] != roots[pos - 1]]
+    cols['troot'].extend([roots[pos] for pos in starts])
+    cols['tstart'].extend(starts)
     cols['tstart'].append(n)
-    by_id = sorted(range(n), key=cols['ids'].__getitem__)
-    cols['byid'].extend(cols['ids'][p] for p in by_id)
+    by_id = sorted(range(n), key=ids.__getitem__)
+    cols['byid'].extend([ids[p] for p in by_id])
     cols['byid_pos'].extend(by_id)
-    id_lo = cols['byid'][0] if n else 0
-    span = cols['byid'][-1] - id_lo + 1 if n else 0
+    id_lo = ids[by_id[0]] if n else 0
+    span = ids[by_id[-1]] - id_lo + 1 if n else 0
     if n and span <= 4 * n + 1024:
-        posof = cols['posof']
-        posof.frombytes(b'\xff' * (4 * span))
+        posof = [-1] * span
         for rid, pos in zip(cols['byid'], by_id):
             posof[rid - id_lo] = pos
-    cols['byuuid_pos'].extend(sorted(
-        range(n), key=lambda p: uuids[p * _UUID:(p + 1) * _UUID].lower()))
+        cols['posof'].extend(posof)
+    lowered = [u.lower() for u in uuid_list]
+    cols['byuuid_pos'].extend(sorted(range(n), key=lowered.__getitem__))
+    # Providers and roots per trait and per aggregate, from the kinds
+    # that have any.
+    by_trait, by_agg = {}, {}
+    for pos, k in enumerate(per_provider):
+        _inv, tids, aids = kinds[k]
+        if tids or aids:
+            member = (ids[pos], roots[pos])
+            for tid in tids:
+                by_trait.setdefault(tid, []).append(member)
+            for aid in aids:
+                by_agg.setdefault(aid, []).append(member)
     for of, index in (('trait', by_trait), ('agg', by_agg)):
         for key in sorted(index):
             cols[of + '_keys'].append(key)
