@@ -479,7 +479,7 @@ class _Batch:
     index of the kind each is (world.Kind: providers alike share one, so
     what an inventory serves is judged once per kind) and the distinct
     kinds' inventories. A provider's record is made only when a group
-    looks at it (``rec``)."""
+    looks at it (``recs``)."""
 
     __slots__ = ('ids', 'inv_keys', 'invs', 'rps')
 
