@@ -37,6 +37,7 @@ the fast path every root is one candidate or none, and the first
 are already such a sample.
 """
 import bisect
+import functools
 import itertools
 import operator
 import random
@@ -325,6 +326,7 @@ class _Request:
 
     # -- which roots may anchor a candidate -----------------------------------
 
+    @functools.cached_property
     def anchor_roots(self):
         """The roots whose trees may anchor a candidate, sorted, when the
         world's indexes tell fewer than every root (None: any may). Never
@@ -342,8 +344,6 @@ class _Request:
 
         A walk (or a sample) over these roots alone answers as one over
         every root: the others have no candidate."""
-        if hasattr(self, '_anchor_roots'):
-            return self._anchor_roots
         world = self.world
         sets = []
         for g in self.groups:
@@ -356,13 +356,10 @@ class _Request:
                 sets.append(world.roots_with_any('trait', any_of))
             for any_of in g.member_of:
                 sets.append(world.roots_with_any('agg', any_of))
-        out = None
-        if sets:
-            sets.sort(key=len)
-            out = set(sets[0]).intersection(*sets[1:])
-            out = sorted(out)
-        self._anchor_roots = out
-        return out
+        if not sets:
+            return None
+        sets.sort(key=len)
+        return sorted(set(sets[0]).intersection(*sets[1:]))
 
     # -- what the random sample needs (sample.py) ---------------------------
 
@@ -379,7 +376,7 @@ class _Request:
             per_tree = self.world.per_tree()
             with_class = [per_tree.roots_with(rc) for g in self.groups
                           for rc, _amount in g.amounts]
-        anchors = self.anchor_roots()
+        anchors = self.anchor_roots
         if anchors is not None:
             with_class.append(set(anchors))
         having = [self.world.by_trait.get(t, ())
@@ -706,7 +703,7 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
                              max_candidates >= 0) else None
     limit = wide.limit
     g = req.flat_group()
-    roots = req.anchor_roots()
+    roots = req.anchor_roots
     if roots is None:
         roots = world.roots
     if randomize and limit is not None and cap is None:

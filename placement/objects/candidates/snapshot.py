@@ -144,6 +144,12 @@ class Snapshot:
 NO_KIND = ((), (), ())
 
 
+def root_or_self(rid, root):
+    """A provider's root: a provider written before nested providers, not
+    migrated yet, has none and is its own."""
+    return root if root is not None else rid
+
+
 def _grouped(rows, whole=True):
     """{provider id: tuple of the rest of its rows (``whole``; else of
     their second values), sorted}, of rows (provider id, ...)."""
@@ -181,9 +187,7 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     Column by column (list comprehensions, C-speed sorts): a million
     providers in a few seconds."""
     kind_by_id = kinds_of(invs, usage, traits, aggs)
-    # A provider written before nested providers, not migrated yet, is
-    # its own root.
-    rows = sorted((root if root is not None else rid, rid, uuid, parent)
+    rows = sorted((root_or_self(rid, root), rid, uuid, parent)
                   for rid, uuid, parent, root in rps)
     n = len(rows)
     cols = {name: array.array(code) for name, code in _COLUMNS}

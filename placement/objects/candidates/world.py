@@ -61,6 +61,14 @@ _CHUNK = 500
 # Providers changed since the snapshot past which a new one is made: at
 # least this many, at least a tenth of the snapshot.
 _OVERLAY = 5000
+
+
+def _overlay_limit(n):
+    """How much may change since a snapshot of ``n`` providers before a
+    new one is better: ``_OVERLAY``, or a tenth of it."""
+    return max(_OVERLAY, n // 10)
+
+
 # Providers made from the snapshot kept between requests, at most.
 _CACHE = 100000
 # Worlds of at least this many providers are shared through a file by
@@ -266,19 +274,6 @@ class World:
         self.lock = threading.RLock()
         self.epoch = None
         self.slots = {}
-        self.base = snapshot.Snapshot(snapshot.build(
-            [], [], [], [], [], None, {}))
-        self.kinds = []                 # Kind by index, the base's first
-        self._kind_index = {}           # raw kind -> index
-        self.changed = {}               # id -> Rec, None if gone
-        self._tree_ov = {}              # root -> ids, trees changed
-        self._uuid_ov = {}              # uuid -> id, providers changed
-        self._cache = {}                # id -> Rec made from the base
-        self._roots_by = {}             # (of, key) -> the base's roots
-        self._ov_kinds = {}             # root -> tree_kinds, changed trees
-        self.roots = array.array('q')   # sorted root ids
-        self.children = 0               # providers with a parent
-        self.count = 0                  # providers
         self.rps = Providers(self)
         self.trees = Trees(self)
         self.by_trait = Members(self, 'trait')
@@ -286,9 +281,10 @@ class World:
         self.by_uuid = Uuids(self)
         # root id -> frozenset of the trait ids in its tree, on first use.
         self.tree_traits = model.OnFirstUse(self._traits_in_tree)
-        self._per_tree = None           # see per_tree()
         self._mysql = False
         self.loads = 0                  # full loads (tests)
+        self._reset(snapshot.Snapshot(snapshot.build(
+            [], [], [], [], [], None, {})))
 
     # -- the change check -------------------------------------------------
 
@@ -336,7 +332,7 @@ class World:
         # kinds made since (each new usage of a provider may make one),
         # a new snapshot keeps this process's share small.
         since = max(len(self.changed), len(self.kinds) - len(self.base.kinds))
-        if since + behind > max(_OVERLAY, self.base.n // 10):
+        if since + behind > _overlay_limit(self.base.n):
             return 'many changes since the snapshot'
         ids = changes.logged(conn, self.slots, current)
         if ids is None:
@@ -350,7 +346,7 @@ class World:
         """Read every provider, with no change check: a world of its own
         for a database that does not count its changes (explain)."""
         self._mysql = conn.dialect.name == 'mysql'
-        self._use(ctx, self._build(conn, None, {}))
+        self._use(ctx, snapshot.Snapshot(self._bytes(conn, None, {})))
 
     # -- loading ----------------------------------------------------------
 
@@ -368,33 +364,32 @@ class World:
                 _RP)).scalar()
             if count < SHARE_FROM:
                 path = None
+        data = snap = None
         if path is None:
-            self._use(ctx, self._build(conn, epoch, current))
-            self.slots = current
-            PROVIDERS_READ.inc(self.count)
-            return 'read from the database'
-        data = None
-        how = 'read from the database, shared'
-        try:
-            with snapshot.locked(path):
-                # Another process may have written it while this one
-                # waited.
-                if self._from_file(ctx, conn, path, epoch, current):
-                    return 'caught up from the shared snapshot'
-                data = snapshot.build(*self._read(conn, None), epoch,
-                                      current)
-                snapshot.write_file(path, data)
-                snap = snapshot.open_file(path) or snapshot.Snapshot(data)
-        except OSError as exc:
-            # No room, no right: this process keeps a copy of its own.
-            if path not in _UNSHARED:
-                _UNSHARED.add(path)
-                LOG.warning('Allocation candidates: cannot share the world '
-                            'through %s (%s); this process keeps its own '
-                            'copy.', path, exc)
-            snap = snapshot.Snapshot(data) if data is not None else \
-                self._build(conn, epoch, current)
-            how = 'read from the database, not shared'
+            how = 'read from the database'
+        else:
+            how = 'read from the database, shared'
+            try:
+                with snapshot.locked(path):
+                    # Another process may have written it while this one
+                    # waited.
+                    if self._from_file(ctx, conn, path, epoch, current):
+                        return 'caught up from the shared snapshot'
+                    data = self._bytes(conn, epoch, current)
+                    snapshot.write_file(path, data)
+                    snap = snapshot.open_file(path)
+            except OSError as exc:
+                # No room, no right: this process keeps its own copy.
+                if path not in _UNSHARED:
+                    _UNSHARED.add(path)
+                    LOG.warning('Allocation candidates: cannot share the '
+                                'world through %s (%s); this process keeps '
+                                'its own copy.', path, exc)
+                how = 'read from the database, not shared'
+        if snap is None:
+            snap = snapshot.Snapshot(
+                data if data is not None else
+                self._bytes(conn, epoch, current))
         self._use(ctx, snap)
         self.slots = current
         PROVIDERS_READ.inc(self.count)
@@ -411,8 +406,8 @@ class World:
             return False
         ahead = all(snap.slots.get(s, 0) >= v for s, v in current.items())
         behind = changes.behind(snap.slots, current)
-        if not ahead and (behind is None or behind > max(
-                _OVERLAY, snap.n // 10)):
+        if not ahead and (behind is None or
+                          behind > _overlay_limit(snap.n)):
             return False
         ids = None if ahead else changes.logged(conn, snap.slots, current)
         if not ahead and ids is None:
@@ -425,9 +420,9 @@ class World:
             PROVIDERS_READ.inc(len(ids))
         return True
 
-    def _build(self, conn, epoch, current):
-        return snapshot.Snapshot(snapshot.build(
-            *self._read(conn, None), epoch, current))
+    def _bytes(self, conn, epoch, current):
+        """A snapshot of every provider, read now, as bytes."""
+        return snapshot.build(*self._read(conn, None), epoch, current)
 
     def _read(self, conn, ids):
         """Rows of providers ``ids`` (all of them if None)."""
@@ -471,27 +466,32 @@ class World:
         return rps, invs, usage, traits, aggs
 
     def _use(self, ctx, snap):
-        """Make ``snap`` the base, nothing changed since."""
-        self.base = snap
-        self.kinds = []
-        self._kind_index = {}
+        """Make ``snap`` the base, nothing changed since: a full load."""
+        self._reset(snap)
         names = self._names(ctx)
         for raw in snap.kinds:
             self._kind(raw, names)
-        self.changed = {}
-        self._tree_ov = {}
-        self._uuid_ov = {}
-        self._cache = {}
-        self.roots = array.array('q', snap.troot)
-        self.children = snap.children
-        self.count = snap.n
+        self.loads += 1
+
+    def _reset(self, snap):
+        """``snap`` and nothing else: no kind made yet, nothing changed
+        since, nothing kept from before."""
+        self.base = snap
+        self.kinds = []                 # Kind by index, the base's first
+        self._kind_index = {}           # raw kind -> index
+        self.changed = {}               # id -> Rec, None if gone
+        self._tree_ov = {}              # root -> ids, trees changed
+        self._uuid_ov = {}              # uuid -> id, providers changed
+        self._cache = {}                # id -> Rec made from the base
+        self._roots_by = {}             # (of, key) -> the base's roots
+        self._ov_kinds = {}             # root -> tree_kinds, changed trees
+        self.roots = array.array('q', snap.troot)   # sorted root ids
+        self.children = snap.children   # providers with a parent
+        self.count = snap.n             # providers
         self.by_trait.reset()
         self.by_agg.reset()
-        self._roots_by = {}
-        self._ov_kinds = {}
         self.tree_traits.clear()
-        self._per_tree = None
-        self.loads += 1
+        self._per_tree = None           # see per_tree()
 
     @staticmethod
     def _names(ctx):
@@ -542,10 +542,7 @@ class World:
         names = self._names(ctx)
         for rid, uuid, parent, root in sorted(rps):
             k = self._kind(raws.get(rid, snapshot.NO_KIND), names)
-            # A provider written before nested providers, not migrated
-            # yet, is its own root.
-            self._add(Rec(rid, uuid, parent,
-                          root if root is not None else rid,
+            self._add(Rec(rid, uuid, parent, snapshot.root_or_self(rid, root),
                           self.kinds[k], k))
 
     def _tree_to_edit(self, root):
@@ -612,7 +609,6 @@ class World:
         ids, kinds = [], []
         base = self.base
         overlay = self._tree_ov
-        rps = self.rps
         for root in roots:
             mine = overlay.get(root)
             if mine is None:
@@ -621,7 +617,7 @@ class World:
                 kinds += base.kind[start:end].tolist()
             else:
                 ids += mine
-                kinds += [rps[rid].kind for rid in mine]
+                kinds += self.tree_kinds(root)
         return ids, kinds
 
     def roots_with_any(self, of, keys):
