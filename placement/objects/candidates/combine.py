@@ -244,7 +244,73 @@ class _Search:
         per_rc = group.by_anchor.get(anchor)
         if per_rc is None:
             return ()
-        return self._place_unnumbered(idx, group, anchor, per_rc, 0, [])
+        if self.one_per_tree or self.forced is not None:
+            return self._place_unnumbered(idx, group, anchor, per_rc, 0, [])
+        return self._place_classes(idx, group, anchor, per_rc)
+
+    def _place_classes(self, idx, group, anchor, per_rc):
+        """The unnumbered group's picks, one provider per class, as
+        _place_unnumbered makes them (same order, same checks) when no
+        tree rule couples the classes: two classes of one group are
+        never the same class, so whether a provider can take one class's
+        amount does not depend on the other classes' picks. Each class's
+        list is filtered once; the picks are then the product of those
+        lists (itertools: the usual request, one provider per class per
+        anchor, costs a tuple per candidate), and only the group's traits
+        and same_subtree are judged per combination."""
+        providers = self.providers
+        held = self.held
+        forbidden = group.forbidden
+        lists = []
+        for rc, amt in group.resources:
+            ok = []
+            for rp in per_rc.get(rc, ()):
+                prov = providers[rp]
+                if forbidden and not forbidden.isdisjoint(prov.traits):
+                    continue
+                inv = prov.inventory.get(rc)
+                before = held.get(rp)
+                if before is not None:
+                    wanted = amt + before.get(rc, 0)
+                else:
+                    wanted = amt
+                if inv is None or wanted > inv.most:
+                    continue
+                ok.append(rp)
+            if not ok:
+                return
+            lists.append(ok)
+        combos = itertools.product(*lists)
+        traits = bool(group.required)
+        subtrees = bool(self.plan.subtree_checks[idx])
+        if idx == self.last and not (traits or subtrees or idx):
+            # The request's only group, nothing left to judge.
+            yield from zip(combos)
+            return
+        picks = self.picks
+        for chosen in combos:
+            if traits and not self._unnumbered_traits_ok(group, chosen):
+                continue
+            picks[idx] = chosen
+            if subtrees and not self._subtrees_ok(idx):
+                continue
+            if idx == self.last:
+                yield tuple(picks)
+                continue
+            befores = []
+            for rp, amounts in zip(chosen, group.per_class):
+                before = held.get(rp)
+                befores.append((rp, before))
+                if before is None:
+                    held[rp] = amounts
+                else:
+                    self._take(rp, amounts)
+            yield from self._place(idx + 1, anchor)
+            for rp, before in reversed(befores):
+                if before is None:
+                    del held[rp]
+                else:
+                    held[rp] = before
 
     def _place_numbered(self, idx, group, anchor):
         # The innermost loop of wide and nested requests: the usual case,

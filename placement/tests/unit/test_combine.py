@@ -320,3 +320,47 @@ def test_checker_leaves_no_trace():
     for _ in range(3):
         assert checker.ok(1, (1, 1))
         assert not checker.ok(2, (2, 2))
+
+
+def test_checker_agrees_on_random_trees():
+    # The search places the unnumbered group class list by class list
+    # (a product), the Checker pick by pick: on random trees, amounts,
+    # traits, isolate and same_subtree they accept the same candidates
+    # and the search yields each once, in the Checker's lexicographic
+    # order.
+    import random
+    rnd = random.Random(7)
+    classes = ['VCPU', 'MEMORY_MB', 'VF']
+    for _ in range(150):
+        provs = [P(1, 'r', None, 1,
+                   traits=set(rnd.sample('AB', rnd.randint(0, 2))),
+                   inventory={rc: inv(rnd.randint(1, 3), rnd.randint(0, 1))
+                              for rc in rnd.sample(classes, 2)})]
+        for i in range(2, rnd.randint(3, 6)):
+            provs.append(P(i, 'p%d' % i, rnd.randint(1, i - 1), 1,
+                           traits=set(rnd.sample('ABC', rnd.randint(0, 2))),
+                           inventory={rc: inv(rnd.randint(1, 3))
+                                      for rc in rnd.sample(
+                                          classes, rnd.randint(0, 2))}))
+        provs = world(*provs)
+        wanted = rnd.sample(classes, rnd.randint(1, 3))
+        unnumbered = G('', [(rc, rnd.randint(1, 2)) for rc in wanted],
+                       {1: {rc: [p.id for p in provs.values()
+                                 if rc in p.inventory] for rc in wanted}},
+                       required=[set(rnd.sample('AB', 1))] * rnd.randint(0, 1),
+                       forbidden=set('C' * rnd.randint(0, 1)))
+        groups = [unnumbered]
+        for suffix in '12'[:rnd.randint(0, 2)]:
+            rc = rnd.choice(classes)
+            groups.append(G(suffix, [(rc, 1)], {1: [
+                p.id for p in provs.values() if rc in p.inventory]}))
+        subtrees = ([{'', '1'}] if len(groups) > 1 and rnd.random() < 0.3
+                    else [])
+        isolate = rnd.random() < 0.5
+        _checker_agrees(provs, groups, isolate=isolate,
+                        same_subtrees=subtrees)
+        cands = run(provs, groups, isolate=isolate, same_subtrees=subtrees)
+        picks = [c.picks for c in cands]
+        assert len(set(picks)) == len(picks)
+        if len(groups) == 1:
+            assert picks == sorted(picks)
