@@ -69,18 +69,29 @@ def _sole_provider_requests(group, sole, providers, with_mappings):
 _PLAIN = bytes(c for c in range(0x20, 0x7f) if c not in b'"\\')
 
 
+def _quoted_list(uuids):
+    """The JSON values of ``uuids`` (None: null). Provider uuids are
+    plain ASCII (the API takes UUIDs only): quoting them is then a
+    format, cheaper than a serialiser call each (whose small outputs,
+    kept alive by the thousand, also cost it allocations). All of them
+    are checked, quoted and encoded at once, then split apart (NUL
+    separates them: it is not plain)."""
+    present = [u for u in uuids if u is not None]
+    text = ''.join(present)
+    if not text.isascii() or text.encode().translate(None, _PLAIN):
+        return [orjson.dumps(u) for u in uuids]
+    if not present:
+        return [b'null'] * len(uuids)
+    quoted = ('"%s"' % '"\0"'.join(present)).encode().split(b'\0')
+    if len(present) < len(uuids):
+        each = iter(quoted)
+        quoted = [b'null' if u is None else next(each) for u in uuids]
+    return quoted
+
+
 def _quoted(uuid_of):
-    """{rp: the JSON string of its uuid}. Provider uuids are plain ASCII
-    (the API takes UUIDs only): quoting them is then a format, cheaper
-    than a serialiser call each (whose small outputs, kept alive by the
-    thousand, also cost it allocations). All of them are checked, quoted
-    and encoded at once, then split apart (NUL separates them: it is not
-    plain)."""
-    text = ''.join(uuid_of.values())
-    if text.isascii() and not text.encode().translate(None, _PLAIN):
-        quoted = ('"%s"' % '"\0"'.join(uuid_of.values())).encode()
-        return dict(zip(uuid_of, quoted.split(b'\0')))
-    return {rp: orjson.dumps(uuid) for rp, uuid in uuid_of.items()}
+    """{rp: the JSON string of its uuid} (see _quoted_list)."""
+    return dict(zip(uuid_of, _quoted_list(list(uuid_of.values()))))
 
 
 class _Renderer:
@@ -243,21 +254,16 @@ class _Renderer:
 
 
 def _provider_summaries(cands, providers, groups, want, whole_trees):
-    """Summaries of every provider in the trees the candidates use (only
-    the providers used, for old microversions on nested worlds), as the
-    JSON object itself (an orjson.Fragment).
+    """Summaries of every provider in the trees the candidates allocate
+    from (only the providers they allocate from, for old microversions
+    on nested worlds), as the JSON object itself (an orjson.Fragment).
 
-    A nested answer shows thousands of providers, the same ones request
-    after request: each one's ``"uuid":{...}`` entry is rendered once per
-    shape of summary (microversion, classes shown) and kept on the
-    provider (``model.Provider.summary``; providers never change, a
-    refresh of the world makes new ones)."""
+    A tree's summaries are rendered once per shape (microversion, classes
+    shown) and kept on its model.Tree, which the world keeps until the
+    tree changes (a thousand trees, request after request); what alike
+    providers share (resources and traits) once per model.Part; and the
+    rest is one format per tree (see _Layouts)."""
     used = model.allocated_providers(cands)
-    if whole_trees:
-        roots = {providers[rp].root_id for rp in used}
-        shown = [p for p in providers.values() if p.root_id in roots]
-    else:
-        shown = [providers[rp] for rp in used]
     all_classes = want.matches(ALL_RESOURCES_IN_SUMMARIES)
     if all_classes:
         requested = None
@@ -266,38 +272,97 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
         for g in groups.values():
             requested.update(g.resources)
         requested = frozenset(requested)
-    shape = (requested, want.matches(TRAITS_IN_SUMMARIES),
-             want.matches(NESTED_AWARE))
-    parts = []
-    for prov in shown:
-        cached = prov.summary
-        if cached is None or cached[0] != shape:
-            cached = prov.summary = (shape, _summary(prov, providers, *shape))
-        parts.append(cached[1])
-    if not parts:
+    shape = (requested, want.matches(TRAITS_IN_SUMMARIES))
+    parts = model.OnFirstUse(lambda part: _part(part, shape))
+    if whole_trees:
+        nested = want.matches(NESTED_AWARE)
+        key = (shape, nested)
+        entries = []
+        for root in sorted({providers[rp].root_id for rp in used}):
+            tree = providers.tree(root)
+            cached = tree.summary
+            if cached is None or cached[0] != key:
+                cached = tree.summary = (key, _LAYOUTS.render(
+                    tree, parts, nested))
+            entries.append(cached[1])
+    else:
+        provs = [providers[rp] for rp in sorted(used)]
+        entries = [b'%s:{%s}' % (quoted, parts[prov])
+                   for prov, quoted in zip(provs, _quoted_list(
+                       [p.uuid for p in provs]))]
+    if not entries:
         return orjson.Fragment(b'{}')
     # The braces go on the ends, so that megabytes are copied once.
-    parts[0] = b'{' + parts[0]
-    parts[-1] += b'}'
-    return orjson.Fragment(b','.join(parts))
+    entries[0] = b'{' + entries[0]
+    entries[-1] += b'}'
+    return orjson.Fragment(b','.join(entries))
 
 
-def _summary(prov, providers, requested, with_traits, nested):
-    """``"uuid":{...}``: one provider's entry in provider_summaries, its
-    classes those of ``requested`` (all if None)."""
-    resources = {rc: {'capacity': inv.capacity, 'used': inv.used}
-                 for rc, inv in prov.inventory.items()
+class _Layouts:
+    """A tree's summaries rendered by one format: per layout of trees
+    (number of providers, where each one's parent and the root are in
+    the tree: a cloud has a handful), a template and which of the tree's
+    quoted uuids and parts fill it, in order."""
+
+    _MOST = 10000
+
+    def __init__(self):
+        self._made = {}
+
+    def render(self, tree, parts, nested):
+        """The ``"uuid":{...}`` entries of ``tree``'s providers, joined;
+        ``parts``: model.Part -> its rendering."""
+        values = _quoted_list(tree.uuids)
+        values += map(parts.__getitem__, tree.parts)
+        key = (len(tree.uuids), len(tree.parts), tree.parents, tree.root,
+               nested)
+        made = self._made.get(key)
+        if made is None:
+            if len(self._made) >= self._MOST:
+                self._made = {}
+            made = self._made[key] = self._layout(*key)
+        template, order = made
+        return template % tuple(map(values.__getitem__, order))
+
+    @staticmethod
+    def _layout(n_uuids, n_parts, parents, root, nested):
+        pieces, order = [], []
+        for i in range(n_parts):
+            order += (i, n_uuids + i)
+            if not nested:
+                pieces.append(b'%s:{%s}')
+                continue
+            parent = parents[i]
+            if parent is None:
+                pieces.append(b'%s:{%s,"parent_provider_uuid":null,'
+                              b'"root_provider_uuid":%s}')
+            else:
+                pieces.append(b'%s:{%s,"parent_provider_uuid":%s,'
+                              b'"root_provider_uuid":%s}')
+                order.append(parent)
+            order.append(root)
+        return b','.join(pieces), tuple(order)
+
+
+_LAYOUTS = _Layouts()
+
+
+def _part(part, shape):
+    """What a model.Part renders to in a summary: ``"resources":{...}``
+    and, from 1.17, ``,"traits":[...]`` (kept on it per shape)."""
+    cached = part.summary
+    if cached is not None and cached[0] == shape:
+        return cached[1]
+    requested, with_traits = shape
+    resources = {rc: {'capacity': room.capacity, 'used': room.used}
+                 for rc, room in part.inventory.items()
                  if requested is None or rc in requested}
-    summary = {'resources': resources}
+    out = b'"resources":' + orjson.dumps(resources)
     if with_traits:
         # In trait id order, see model.Traits.
-        summary['traits'] = prov.traits.listed
-    if nested:
-        # Whole trees are handed over: parent and root are there.
-        parent = providers.get(prov.parent_id)
-        summary['parent_provider_uuid'] = parent.uuid if parent else None
-        summary['root_provider_uuid'] = providers[prov.root_id].uuid
-    return b'%s:%s' % (orjson.dumps(prov.uuid), orjson.dumps(summary))
+        out += b',"traits":' + orjson.dumps(part.traits.listed)
+    part.summary = (shape, out)
+    return out
 
 
 def parse_query(req, want):

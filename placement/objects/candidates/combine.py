@@ -244,7 +244,7 @@ class _Search:
         per_rc = group.by_anchor.get(anchor)
         if per_rc is None:
             return ()
-        if self.one_per_tree or self.forced is not None:
+        if self.one_per_tree:
             return self._place_unnumbered(idx, group, anchor, per_rc, 0, [])
         return self._place_classes(idx, group, anchor, per_rc)
 
@@ -261,10 +261,13 @@ class _Search:
         providers = self.providers
         held = self.held
         forbidden = group.forbidden
+        forced = self.forced
         lists = []
-        for rc, amt in group.resources:
+        for pos, (rc, amt) in enumerate(group.resources):
             ok = []
-            for rp in per_rc.get(rc, ()):
+            choices = (per_rc.get(rc, ()) if forced is None
+                       else (forced[idx][pos],))
+            for rp in choices:
                 prov = providers[rp]
                 if forbidden and not forbidden.isdisjoint(prov.traits):
                     continue

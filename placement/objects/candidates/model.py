@@ -41,12 +41,24 @@ class OnFirstUse(dict):
         return value
 
 
-class Provider:
-    """What combine needs of one provider.
+class Part:
+    """What providers alike show in provider summaries: ``inventory``
+    ({class name: rules.Room}) and ``traits`` (Traits). ``summary`` is
+    the handler's cache of what they render to; a Part is never changed
+    (the world makes a new one for a new inventory, usage or trait set),
+    so that stays true as long as it lives. A Provider is a Part too."""
 
-    ``summary`` is the handler's cache of this provider's rendered
-    summary: a Provider of the world is never changed (a refresh makes a
-    new one), so what it renders to stays true as long as it lives."""
+    __slots__ = ('inventory', 'traits', 'summary')
+
+    def __init__(self, inventory, traits):
+        self.inventory = inventory
+        self.traits = traits
+        self.summary = None
+
+
+class Provider:
+    """What combine needs of one provider; a Part of its own for the
+    summaries (see Part)."""
 
     __slots__ = ('id', 'uuid', 'parent_id', 'root_id', 'traits', 'inventory',
                  'summary')
@@ -61,6 +73,75 @@ class Provider:
                        else Traits(traits))
         self.inventory = inventory or {}    # {class name: rules.Room}
         self.summary = None
+
+
+class Tree:
+    """A whole tree as provider summaries show it: per provider, in id
+    order, its uuid (``uuids``), its Part (``parts``) and the index in
+    ``uuids`` of its parent (``parents``, None for a root); ``root``, the
+    index of the root's. ``uuids`` may end with uuids that are not the
+    tree's providers': a parent or root that SQL by hand put in another
+    tree. ``summary`` is the handler's cache of what the tree renders
+    to (see Part): the world keeps a Tree until the tree changes."""
+
+    __slots__ = ('uuids', 'parts', 'parents', 'root', 'summary')
+
+    def __init__(self, uuids, parts, parents, root):
+        self.uuids = uuids
+        self.parts = parts
+        self.parents = parents
+        self.root = root
+        self.summary = None
+
+    @classmethod
+    def of(cls, ids, uuids, parts, parent_ids, root_id, elsewhere):
+        """The Tree of providers ``ids`` (by id) with their ``uuids``,
+        ``parts`` and parents' ids; ``elsewhere(id)``: the uuid of a
+        parent or root that is not among them."""
+        index = dict(zip(ids, range(len(ids))))
+        parents = tuple(map(index.get, parent_ids))
+        root = index.get(root_id)
+        uuids = list(uuids)
+        if root is None or (parents.count(None) !=
+                            list(parent_ids).count(None)):
+            # Some parent or the root is not among them.
+            def at(rid):
+                i = index.get(rid)
+                if i is None:
+                    i = index[rid] = len(uuids)
+                    uuids.append(elsewhere(rid))
+                return i
+            parents = tuple(None if p is None else at(p)
+                            for p in parent_ids)
+            root = at(root_id)
+        return cls(uuids, tuple(parts), parents, root)
+
+
+class Providers(dict):
+    """What an engine answers besides the candidates: {id: Provider} of
+    (at least) every provider a candidate picks, and ``tree(root)``, the
+    Tree of each tree a candidate allocates from. An engine that keeps
+    its trees (the world) gives them (``trees``); otherwise they are made
+    from this dict, which then holds those whole trees."""
+
+    __slots__ = ('trees', '_grouped')
+
+    def __init__(self, provs=(), trees=None):
+        super().__init__(provs)
+        self.trees = trees
+        self._grouped = None
+
+    def tree(self, root):
+        if self.trees is not None:
+            return self.trees[root]
+        if self._grouped is None:
+            self._grouped = {}
+            for prov in sorted(self.values(), key=operator.attrgetter('id')):
+                self._grouped.setdefault(prov.root_id, []).append(prov)
+        provs = self._grouped[root]
+        return Tree.of([p.id for p in provs], [p.uuid for p in provs], provs,
+                       [p.parent_id for p in provs], root,
+                       lambda rid: self[rid].uuid if rid in self else None)
 
 
 class Group:
@@ -208,6 +289,23 @@ class Candidate:
 
 
 _PICKS = operator.attrgetter('picks')
+
+
+def picked_providers(cands):
+    """Ids of every provider the candidates pick (allocating from it or
+    only mapping a resourceless group to it)."""
+    sole = [cand.sole for cand in cands]
+    if None not in sole:
+        return set(sole)
+    picks = list(map(_PICKS, cands))
+    used = set()
+    for pos, group in enumerate(cands[0].groups):
+        column = map(operator.itemgetter(pos), picks)
+        if group.same_provider:
+            used.update(column)
+        else:
+            used.update(itertools.chain.from_iterable(column))
+    return used
 
 
 def allocated_providers(cands):

@@ -317,12 +317,11 @@ class _Request:
                     out.setdefault(sp, set()).add(root)
         return out
 
-    def providers(self, roots, rp_ids=()):
-        """{id: model.Provider} of the whole trees under ``roots`` and
-        of the trees of ``rp_ids``."""
-        roots = set(roots)
-        roots.update(self.rps[rid].root for rid in rp_ids)
-        return self.world.tree_providers(sorted(roots))
+    def providers(self, roots=(), rp_ids=()):
+        """{id: model.Provider} for the combiner: the SQL engine's reads
+        the trees under ``roots`` and of ``rp_ids``; the world's holds
+        every provider, made as the combiner looks at them."""
+        return self.world.provs
 
     # -- which roots may anchor a candidate -----------------------------------
 
@@ -495,8 +494,7 @@ class _Batch:
 
 def _flat(req, g, roots, cap):
     """Seam of the fast path: the candidates among ``roots`` (in that
-    order) when req.flat_group() is ``g``, up to ``cap``; with the
-    providers they use."""
+    order) when req.flat_group() is ``g``, up to ``cap``."""
     combine_group = g.combine_group({})
     rps = req.rps
     fits = req.flat_fits
@@ -507,8 +505,7 @@ def _flat(req, g, roots, cap):
             chosen.append(root)
             if cap is not None and len(chosen) >= cap:
                 break
-    providers = {rid: rps[rid].prov for rid in chosen}
-    return model.Candidate.wholes(combine_group, chosen), providers
+    return model.Candidate.wholes(combine_group, chosen)
 
 
 def _first(cap):
@@ -534,12 +531,11 @@ def _batches(roots, first):
 def _walk(req, batches, cap, wide, nested_aware, strategy):
     """Candidates from the trees under ``batches`` (an iterator of lists
     of roots), anchor by anchor in each batch's order (breadth-first:
-    round-robin across one batch's anchors), up to ``cap``; and the
-    providers of the trees looked at."""
+    round-robin across one batch's anchors), up to ``cap``."""
     isolate = wide.group_policy == 'isolate'
     has_trees = req.trees
     found = []
-    providers = {}
+    providers = req.providers()
     seen = set()
     for batch in batches:
         cgroups = req.groups_for(batch)
@@ -549,17 +545,6 @@ def _walk(req, batches, cap, wide, nested_aware, strategy):
         if not viable:
             continue
         anchors = [r for r in batch if r in viable]
-        used_sharing = set()
-        for cg in cgroups if req.sharing else ():
-            for per in cg.by_anchor.values():
-                if cg.same_provider:
-                    used_sharing.update(rp for rp in per
-                                        if rp in req.sharing)
-                else:
-                    for lst in per.values():
-                        used_sharing.update(rp for rp in lst
-                                            if rp in req.sharing)
-        providers.update(req.providers(anchors, used_sharing))
         gen = combine.combine(
             providers, cgroups, isolate=isolate,
             same_subtrees=wide.same_subtrees,
@@ -572,8 +557,8 @@ def _walk(req, batches, cap, wide, nested_aware, strategy):
         for cand in gen:
             found.append(cand)
             if len(found) >= cap:
-                return found, providers
-    return found, providers
+                return found
+    return found
 
 
 def _windows(req, roots, cap):
@@ -596,32 +581,19 @@ def _windows(req, roots, cap):
         step *= 4
 
 
-def _look(req, roots, master, providers):
+def _look(req, roots, master):
     """Add to ``master`` (model.Group per group, lists by anchor) the
-    lists of the anchors among ``roots`` that every group can use, and
-    their trees (with the trees of the sharing providers listed) to
-    ``providers``."""
+    lists of the anchors among ``roots`` that every group can use."""
     cgroups = req.groups_for(roots)
     if cgroups is None:
         return
     viable = combine.viable_anchors(cgroups)
-    if not viable:
-        return
-    used_sharing = set()
     for whole, cg in zip(master, cgroups):
         for anchor in viable:
-            per = whole.by_anchor[anchor] = cg.by_anchor[anchor]
-            if req.sharing:
-                lists = [per] if cg.same_provider else per.values()
-                for lst in lists:
-                    used_sharing.update(rp for rp in lst
-                                        if rp in req.sharing)
-    providers.update(req.providers(
-        viable, [rp for rp in used_sharing if rp not in providers]))
+            whole.by_anchor[anchor] = cg.by_anchor[anchor]
 
 
-def _attempts(req, roots, master, providers, checker, bound, looked,
-              limit):
+def _attempts(req, roots, master, checker, bound, looked, limit):
     """sample.py's attempts over ``roots``: a root uniformly (with
     replacement), kept with probability P_r / ``bound``, then an element
     of its lists' product uniformly. Roots are drawn a batch ahead
@@ -640,7 +612,7 @@ def _attempts(req, roots, master, providers, checker, bound, looked,
         drawn = [roots[randrange(count)] for _ in range(batch)]
         new = sorted(set(drawn).difference(looked))
         if new:
-            _look(req, new, master, providers)
+            _look(req, new, master)
             for root in new:
                 lists = sample.lists_of(groups, root)
                 looked[root] = (sample.size(lists), lists)
@@ -659,9 +631,9 @@ def _attempts(req, roots, master, providers, checker, bound, looked,
 
 def _sample(req, wide, nested_aware, limit):
     """``limit`` candidates, a uniform random sample of the whole answer
-    (sample.py), with the providers of the trees looked at."""
+    (sample.py)."""
     master = [g.combine_group({}) for g in req.groups]
-    providers = {}
+    providers = req.providers()
     options = dict(isolate=wide.group_policy == 'isolate',
                    same_subtrees=wide.same_subtrees,
                    one_provider_per_tree=not nested_aware and req.trees)
@@ -670,23 +642,23 @@ def _sample(req, wide, nested_aware, limit):
     bound = req.bound() if roots else 0
     if not bound:
         # Some class no provider has.
-        return [], {}
+        return []
     looked = {}
     kept = {}
     if len(roots) * bound > limit and not req.sharing_alone():
         kept = sample.draw(
-            limit, _attempts(req, roots, master, providers, checker,
-                             bound, looked, limit),
+            limit, _attempts(req, roots, master, checker, bound, looked,
+                             limit),
             checker, sample.budget(len(roots)))
     everything = ()
     if len(kept) < limit:
         rest = [r for r in roots if r not in looked]
         for i in range(0, len(rest), _LOOK_CHUNK):
-            _look(req, rest[i:i + _LOOK_CHUNK], master, providers)
+            _look(req, rest[i:i + _LOOK_CHUNK], master)
         everything = combine.combine(
             providers, master, anchors=combine.viable_anchors(master),
             shared_ids=req.sharing, **options)
-    return sample.fill(kept, limit, everything), providers
+    return sample.fill(kept, limit, everything)
 
 
 def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
@@ -697,29 +669,33 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
     try:
         req = _Request(ctx, conn, world, groups, wide)
     except Empty:
-        return [], {}, world.children > 0
-    has_trees = req.trees
+        return [], model.Providers(), world.children > 0
+    found = _find(req, wide, nested_aware, max_candidates, strategy,
+                  randomize)
+    return found, world.answer(found), req.trees
+
+
+def _find(req, wide, nested_aware, max_candidates, strategy, randomize):
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
     limit = wide.limit
     g = req.flat_group()
     roots = req.anchor_roots
     if roots is None:
-        roots = world.roots
+        roots = req.world.roots
     if randomize and limit is not None and cap is None:
         if g is None:
-            found, providers = _sample(req, wide, nested_aware, limit)
-            return found, providers, has_trees
+            return _sample(req, wide, nested_aware, limit)
         # A flat world's root is one candidate or none: the first
         # ``limit`` that fit in a uniformly random order of the roots are
         # a uniform sample of the answer.
-        found, providers = _flat(req, g, _random_order(roots), limit)
+        found = _flat(req, g, _random_order(roots), limit)
         random.shuffle(found)
-        return found, providers, has_trees
+        return found
     if limit is not None and not randomize:
         cap = limit if cap is None else min(cap, limit)
     if g is not None:
-        found, providers = _flat(req, g, iter(roots), cap)
+        found = _flat(req, g, iter(roots), cap)
     else:
         if strategy == 'breadth-first':
             # The SQL engine's windows, for the same round-robin.
@@ -727,8 +703,7 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
                        else iter([list(roots)]))
         else:
             batches = _batches(iter(roots), _first(cap))
-        found, providers = _walk(req, batches, cap, wide, nested_aware,
-                                 strategy)
+        found = _walk(req, batches, cap, wide, nested_aware, strategy)
     if randomize:
         # As upstream: a sample of what max_allocation_candidates let be
         # generated, or all of it shuffled.
@@ -736,4 +711,4 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
             found = random.sample(found, limit)
         else:
             random.shuffle(found)
-    return found, providers, has_trees
+    return found

@@ -88,12 +88,17 @@ def find_in_database(ctx, groups, wide, nested_aware=True,
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
     if randomize and wide.limit is not None and cap is None:
-        return _sample(ctx, groups, wide, wide.limit, nested_aware)
-    if wide.limit is not None and not randomize:
-        cap = wide.limit if cap is None else min(cap, wide.limit)
-    found, providers, has_trees = _search(ctx, groups, wide, cap,
-                                          nested_aware, strategy)
-    return _randomized(found, wide, randomize), providers, has_trees
+        found, providers, has_trees = _sample(ctx, groups, wide, wide.limit,
+                                              nested_aware)
+    else:
+        if wide.limit is not None and not randomize:
+            cap = wide.limit if cap is None else min(cap, wide.limit)
+        found, providers, has_trees = _search(ctx, groups, wide, cap,
+                                              nested_aware, strategy)
+        found = _randomized(found, wide, randomize)
+    # The providers of the trees looked at: whole trees, which the
+    # summaries are made from.
+    return found, model.Providers(providers), has_trees
 
 
 def _request(ctx, groups, wide):

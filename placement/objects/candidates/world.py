@@ -100,9 +100,10 @@ class Kind:
     """What providers alike share: ``inv`` ({class id: rules.Inventory},
     its limit rounded as the database rounds it), ``prov_inv`` ({class
     name: rules.Room}, model.Provider's), ``traits`` and ``aggs``
-    (frozensets of ids) and ``names`` (model.Traits)."""
+    (frozensets of ids), ``names`` (model.Traits) and ``part`` (the
+    model.Part provider summaries render once for them all)."""
 
-    __slots__ = ('inv', 'prov_inv', 'traits', 'aggs', 'names')
+    __slots__ = ('inv', 'prov_inv', 'traits', 'aggs', 'names', 'part')
 
 
 class Rec:
@@ -125,6 +126,27 @@ class Rec:
         self.aggs = kind.aggs
         self.prov = model.Provider(id, uuid, parent, root, traits=kind.names,
                                    inventory=kind.prov_inv)
+
+
+class ProviderModels(collections.abc.Mapping):
+    """``World.provs``: id -> model.Provider, what the combiner reads
+    (only of the providers it looks at: made on first use)."""
+
+    def __init__(self, world):
+        self.rps = world.rps
+
+    def __getitem__(self, rid):
+        return self.rps[rid].prov
+
+    def get(self, rid, default=None):
+        rec = self.rps.get(rid)
+        return default if rec is None else rec.prov
+
+    def __len__(self):
+        return len(self.rps)
+
+    def __iter__(self):
+        return iter(self.rps)
 
 
 class Providers(collections.abc.Mapping):
@@ -275,6 +297,7 @@ class World:
         self.epoch = None
         self.slots = {}
         self.rps = Providers(self)
+        self.provs = ProviderModels(self)
         self.trees = Trees(self)
         self.by_trait = Members(self, 'trait')
         self.by_agg = Members(self, 'agg')
@@ -314,6 +337,9 @@ class World:
         self.epoch = epoch
         if len(self._cache) > _CACHE:
             self._cache = {}
+        if self._made_trees_size > _CACHE:
+            self._made_trees = {}
+            self._made_trees_size = 0
         REFRESH_SECONDS.inc(time.perf_counter() - start)
 
     def _catch_up(self, ctx, conn, current):
@@ -483,6 +509,8 @@ class World:
         self._tree_ov = {}              # root -> ids, trees changed
         self._uuid_ov = {}              # uuid -> id, providers changed
         self._cache = {}                # id -> Rec made from the base
+        self._made_trees = {}           # root -> model.Tree, see tree()
+        self._made_trees_size = 0       # providers in them (about)
         self._roots_by = {}             # (of, key) -> the base's roots
         self._ov_kinds = {}             # root -> tree_kinds, changed trees
         self.roots = array.array('q', snap.troot)   # sorted root ids
@@ -519,6 +547,7 @@ class World:
         kind.aggs = frozenset(aids)
         # In trait id order: see model.Traits.
         kind.names = model.Traits([trait_names[t] for t in tids])
+        kind.part = model.Part(kind.prov_inv, kind.names)
         k = self._kind_index[raw] = len(self.kinds)
         self.kinds.append(kind)
         return k
@@ -582,6 +611,7 @@ class World:
             self.children += 1 if present else -1
         self.tree_traits.pop(rec.root, None)
         self._ov_kinds.pop(rec.root, None)
+        self._made_trees.pop(rec.root, None)
         if self._per_tree is not None:
             self._per_tree.touch(rec.root)
         self.by_trait.edit(rec.traits, rec.id, present)
@@ -674,46 +704,49 @@ class World:
             self._per_tree = per_tree.PerTree(self)
         return self._per_tree
 
-    def tree_providers(self, roots):
-        """{id: model.Provider} of the whole trees under ``roots``."""
-        out = {}
+    def answer(self, cands):
+        """model.Providers of an answer: those ``cands`` pick, and the
+        Trees of those they allocate from. Made here, under the lock: the
+        handler renders them after it is released."""
         rps = self.rps
-        base = self.base
-        cache = self._cache
-        for root in roots:
-            mine = self._tree_ov.get(root)
-            if mine is not None:
-                for rid in mine:
-                    out[rid] = rps[rid].prov
-                continue
+        provs = {rid: rps[rid].prov for rid in model.picked_providers(cands)}
+        roots = {provs[rid].root_id
+                 for rid in model.allocated_providers(cands)}
+        return model.Providers(provs, {root: self.tree(root)
+                                       for root in roots})
+
+    def tree(self, root):
+        """The model.Tree of the tree under ``root``, kept until the tree
+        changes: a tree's providers are made only for its summaries, from
+        the snapshot's columns (the combiner makes the few it looks at)."""
+        tree = self._made_trees.get(root)
+        if tree is not None:
+            return tree
+        mine = self._tree_ov.get(root)
+        if mine is None:
+            base = self.base
             start, end = base.tree(root)
             ids = base.ids[start:end].tolist()
-            recs = list(map(cache.get, ids))
-            if None in recs:
-                recs = self._make_tree(start, end, ids, recs)
-            for rid, rec in zip(ids, recs):
-                out[rid] = rec.prov
-        return out
+            uuids = base.uuids_between(start, end)
+            parents = [p or None for p in base.parent[start:end].tolist()]
+            kinds = base.kind[start:end].tolist()
+        else:
+            recs = list(map(self.rps.__getitem__, mine))
+            ids = mine
+            uuids = [rec.uuid for rec in recs]
+            parents = [rec.parent for rec in recs]
+            kinds = [rec.kind for rec in recs]
+        all_kinds = self.kinds
+        tree = self._made_trees[root] = model.Tree.of(
+            ids, uuids, [all_kinds[k].part for k in kinds], parents, root,
+            self._uuid)
+        self._made_trees_size += len(ids)
+        return tree
 
-    def _make_tree(self, start, end, ids, recs):
-        """``recs`` (a tree's, None where not made yet) with the missing
-        made from the snapshot's positions ``start`` to ``end``: the
-        tree's columns read at once, a good deal cheaper than provider by
-        provider."""
-        base = self.base
-        kinds = self.kinds
-        root = base.root[start]
-        cache = self._cache
-        made = []
-        for rid, rec, uuid, parent, k in zip(
-                ids, recs, base.uuids_between(start, end),
-                base.parent[start:end].tolist(),
-                base.kind[start:end].tolist()):
-            if rec is None:
-                rec = cache[rid] = Rec(rid, uuid, parent or None, root,
-                                       kinds[k], k)
-            made.append(rec)
-        return made
+    def _uuid(self, rid):
+        """The uuid of provider ``rid``, None if there is none."""
+        rec = self.rps.get(rid)
+        return rec.uuid if rec is not None else None
 
 
 def _all_rows(conn, stmt):

@@ -322,16 +322,57 @@ def test_checker_leaves_no_trace():
         assert not checker.ok(2, (2, 2))
 
 
-def test_checker_agrees_on_random_trees():
-    # The search places the unnumbered group class list by class list
-    # (a product), the Checker pick by pick: on random trees, amounts,
-    # traits, isolate and same_subtree they accept the same candidates
-    # and the search yields each once, in the Checker's lexicographic
-    # order.
+def _by_the_rules(provs, groups, picks, isolate, same_subtrees,
+                  one_per_tree):
+    """Whether ``picks`` (per group of ``groups``) is a candidate, each
+    rule of combine.py's docstring checked on its own."""
+    taken = {}
+    used = set()
+    for g, pick in zip(groups, picks):
+        chosen = [pick] * len(g.resources) if g.same_provider else pick
+        for rp, (rc, amt) in zip(chosen, g.resources):
+            taken[rp, rc] = taken.get((rp, rc), 0) + amt
+        used.update(chosen)
+        if not g.same_provider:
+            have = set().union(*(provs[rp].traits for rp in chosen))
+            if any(g.forbidden & provs[rp].traits for rp in chosen):
+                return False
+            if not all(any_of & have for any_of in g.required):
+                return False
+    for (rp, rc), amt in taken.items():
+        room = provs[rp].inventory.get(rc)
+        if room is None or amt > room.most:
+            return False
+    numbered = [pick for g, pick in zip(groups, picks) if g.same_provider]
+    if isolate and len(set(numbered)) < len(numbered):
+        return False
+
+    def above(top, rp):
+        while rp is not None:
+            if rp == top:
+                return True
+            rp = provs[rp].parent_id
+        return False
+    for suffixes in same_subtrees:
+        rps = set()
+        for g, pick in zip(groups, picks):
+            if g.suffix in suffixes:
+                rps.update([pick] if g.same_provider else pick)
+        if not any(all(above(top, rp) for rp in rps) for top in rps):
+            return False
+    return not (one_per_tree and len(used) > 1)
+
+
+def test_search_and_checker_follow_the_rules_on_random_trees():
+    # Random trees, amounts, traits, isolate, same_subtree and one
+    # provider per tree: the search yields exactly the combinations of
+    # the anchor's lists that meet every rule, each once, and the Checker
+    # accepts exactly those.
     import random
     rnd = random.Random(7)
     classes = ['VCPU', 'MEMORY_MB', 'VF']
-    for _ in range(150):
+    kept = 0
+    for _ in range(300):
         provs = [P(1, 'r', None, 1,
                    traits=set(rnd.sample('AB', rnd.randint(0, 2))),
                    inventory={rc: inv(rnd.randint(1, 3), rnd.randint(0, 1))
@@ -344,23 +385,33 @@ def test_checker_agrees_on_random_trees():
                                           classes, rnd.randint(0, 2))}))
         provs = world(*provs)
         wanted = rnd.sample(classes, rnd.randint(1, 3))
-        unnumbered = G('', [(rc, rnd.randint(1, 2)) for rc in wanted],
-                       {1: {rc: [p.id for p in provs.values()
-                                 if rc in p.inventory] for rc in wanted}},
-                       required=[set(rnd.sample('AB', 1))] * rnd.randint(0, 1),
-                       forbidden=set('C' * rnd.randint(0, 1)))
-        groups = [unnumbered]
+        groups = [G('', [(rc, rnd.randint(1, 2)) for rc in wanted],
+                    {1: {rc: [p.id for p in provs.values()
+                              if rc in p.inventory] for rc in wanted}},
+                    required=[set(rnd.sample('AB', 1))] * rnd.randint(0, 1),
+                    forbidden=set('C' * rnd.randint(0, 1)))]
         for suffix in '12'[:rnd.randint(0, 2)]:
             rc = rnd.choice(classes)
             groups.append(G(suffix, [(rc, 1)], {1: [
                 p.id for p in provs.values() if rc in p.inventory]}))
-        subtrees = ([{'', '1'}] if len(groups) > 1 and rnd.random() < 0.3
-                    else [])
-        isolate = rnd.random() < 0.5
-        _checker_agrees(provs, groups, isolate=isolate,
-                        same_subtrees=subtrees)
-        cands = run(provs, groups, isolate=isolate, same_subtrees=subtrees)
-        picks = [c.picks for c in cands]
-        assert len(set(picks)) == len(picks)
-        if len(groups) == 1:
-            assert picks == sorted(picks)
+        options = dict(
+            isolate=rnd.random() < 0.5,
+            same_subtrees=([{'', '1'}] if len(groups) > 1 and
+                           rnd.random() < 0.3 else []),
+            one_provider_per_tree=rnd.random() < 0.2)
+        if not cb.viable_anchors(groups):
+            continue
+        checker = cb.Checker(provs, groups, **options)
+        lists = sample.lists_of(checker.groups, 1)
+        layout = sample.shape(checker.groups)
+        every = [sample.decode(layout, lists, u)
+                 for u in range(sample.size(lists))]
+        expected = [picks for picks in every if _by_the_rules(
+            provs, checker.groups, picks, options['isolate'],
+            options['same_subtrees'], options['one_provider_per_tree'])]
+        searched = [c.picks for c in run(provs, groups, **options)]
+        assert sorted(searched) == sorted(expected)
+        assert len(set(searched)) == len(searched)
+        assert [p for p in every if checker.ok(1, p)] == expected
+        kept += len(expected)
+    assert kept > 300
