@@ -121,6 +121,16 @@ def want_version(req):
     return microversion.want_version(req)
 
 
+class RawJSON:
+    """A value of a large JSON object json_response sends: ``data``, the
+    value already rendered (bytes)."""
+
+    __slots__ = ('data',)
+
+    def __init__(self, data):
+        self.data = data
+
+
 def json_response(req, body, status=200, last_modified=None, location=None,
                   large=False):
     """Send ``body`` as JSON; from 1.15 add cache-control and last-modified.
@@ -133,7 +143,20 @@ def json_response(req, body, status=200, last_modified=None, location=None,
     """
     resp = req.response
     resp.status = status
-    if large:
+    if large and any(type(v) is RawJSON for v in body.values()):
+        # Members already rendered go out as they are, never joined:
+        # a large answer is megabytes, and the WSGI server writes each
+        # piece (an in-process client joins them).
+        pieces = []
+        for key, value in body.items():
+            pieces.append((b',' if pieces else b'{') + orjson.dumps(key)
+                          + b':')
+            pieces.append(value.data if type(value) is RawJSON
+                          else orjson.dumps(value))
+        pieces.append(b'}')
+        resp.app_iter = pieces
+        resp.content_length = sum(map(len, pieces))
+    elif large:
         resp.body = orjson.dumps(body)
     else:
         resp.body = json.dumps(body, separators=(', ', ': ')).encode('utf-8')

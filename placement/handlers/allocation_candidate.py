@@ -28,8 +28,8 @@ MAPPINGS = (1, 34)
 
 def _allocation_requests(cands, providers, want, isolate):
     """The allocation_requests list: a list of dicts before 1.12, later
-    the JSON array itself, pre-serialised (an orjson.Fragment) from parts
-    built once per provider and group (see _Renderer)."""
+    the JSON array itself (bytes), from parts built once per provider and
+    group (see _Renderer)."""
     if not want.matches(DICT_ALLOCATIONS):
         return [{'allocations': [
             {'resource_provider': {'uuid': providers[rp].uuid},
@@ -44,7 +44,7 @@ def _allocation_requests(cands, providers, want, isolate):
                                         with_mappings)
     else:
         array = _Renderer(cands, providers, with_mappings, isolate).array()
-    return orjson.Fragment(array)
+    return array
 
 
 def _sole_provider_requests(group, sole, providers, with_mappings):
@@ -87,6 +87,15 @@ def _quoted_list(uuids):
         each = iter(quoted)
         quoted = [b'null' if u is None else next(each) for u in uuids]
     return quoted
+
+
+def _quoted_encoded(uuids):
+    """_quoted_list of encoded uuids (model.Tree's)."""
+    if None not in uuids:
+        raw = b''.join(uuids)
+        if raw.isascii() and not raw.translate(None, _PLAIN):
+            return (b'"%s"' % b'"\0"'.join(uuids)).split(b'\0')
+    return _quoted_list([u if u is None else u.decode() for u in uuids])
 
 
 def _quoted(uuid_of):
@@ -143,14 +152,21 @@ class _Renderer:
                 # class's part; otherwise amounts are summed per provider.
                 tails = [b':' + self.resources[((rc, amount),)]
                          for rc, amount in group.resources]
+                whole = b':' + self.resources[tuple(group.amounts.items())]
                 width = len(tails)
-                self.allocs.append({
-                    pick: b','.join(map(bytes.__add__,
-                                        map(quoted.__getitem__, pick),
-                                        tails))
-                    if len(set(pick)) == width
-                    else self._alloc_entry(group, pick)
-                    for pick in column})
+                allocs = {}
+                for pick in column:
+                    distinct = len(set(pick))
+                    if distinct == 1:
+                        # One provider serves every class (the usual).
+                        allocs[pick] = quoted[pick[0]] + whole
+                    elif distinct == width:
+                        allocs[pick] = b','.join(map(
+                            bytes.__add__, map(quoted.__getitem__, pick),
+                            tails))
+                    else:
+                        allocs[pick] = self._alloc_entry(group, pick)
+                self.allocs.append(allocs)
                 self.maps.append({pick: b'%s:[%s]' % (key, b','.join(
                     map(quoted.__getitem__, dict.fromkeys(pick))))
                     for pick in column})
@@ -256,7 +272,7 @@ class _Renderer:
 def _provider_summaries(cands, providers, groups, want, whole_trees):
     """Summaries of every provider in the trees the candidates allocate
     from (only the providers they allocate from, for old microversions
-    on nested worlds), as the JSON object itself (an orjson.Fragment).
+    on nested worlds), as the JSON object itself (bytes).
 
     A tree's summaries are rendered once per shape (microversion, classes
     shown) and kept on its model.Tree, which the world keeps until the
@@ -291,11 +307,11 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
                    for prov, quoted in zip(provs, _quoted_list(
                        [p.uuid for p in provs]))]
     if not entries:
-        return orjson.Fragment(b'{}')
+        return b'{}'
     # The braces go on the ends, so that megabytes are copied once.
     entries[0] = b'{' + entries[0]
     entries[-1] += b'}'
-    return orjson.Fragment(b','.join(entries))
+    return b','.join(entries)
 
 
 class _Layouts:
@@ -312,7 +328,7 @@ class _Layouts:
     def render(self, tree, parts, nested):
         """The ``"uuid":{...}`` entries of ``tree``'s providers, joined;
         ``parts``: model.Part -> its rendering."""
-        values = _quoted_list(tree.uuids)
+        values = _quoted_encoded(tree.uuids)
         values += map(parts.__getitem__, tree.parts)
         key = (len(tree.uuids), len(tree.parts), tree.parents, tree.root,
                nested)
@@ -410,11 +426,13 @@ def list_allocation_candidates(req):
             exception.TraitNotFound) as exc:
         raise unknown_name(exc)
 
+    requests = _allocation_requests(cands, providers, want,
+                                    wide.group_policy == 'isolate')
     body = {
-        'allocation_requests': _allocation_requests(
-            cands, providers, want, wide.group_policy == 'isolate'),
-        'provider_summaries': _provider_summaries(
+        'allocation_requests': (requests if type(requests) is list
+                                else util.RawJSON(requests)),
+        'provider_summaries': util.RawJSON(_provider_summaries(
             cands, providers, groups, want,
-            whole_trees=nested_aware or not has_trees),
+            whole_trees=nested_aware or not has_trees)),
     }
     return util.json_response(req, body, large=True)

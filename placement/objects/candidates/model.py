@@ -77,11 +77,12 @@ class Provider:
 
 class Tree:
     """A whole tree as provider summaries show it: per provider, in id
-    order, its uuid (``uuids``), its Part (``parts``) and the index in
-    ``uuids`` of its parent (``parents``, None for a root); ``root``, the
-    index of the root's. ``uuids`` may end with uuids that are not the
-    tree's providers': a parent or root that SQL by hand put in another
-    tree. ``summary`` is the handler's cache of what the tree renders
+    order, its uuid (``uuids``, encoded: the world's snapshot holds them
+    so), its Part (``parts``) and the index in ``uuids`` of its parent
+    (``parents``, None for a root); ``root``, the index of the root's.
+    ``uuids`` may end with uuids that are not the tree's providers': a
+    parent or root that SQL by hand put in another tree (None if there
+    is no such provider). ``summary`` is the handler's cache of what the tree renders
     to (see Part): the world keeps a Tree until the tree changes."""
 
     __slots__ = ('uuids', 'parts', 'parents', 'root', 'summary')
@@ -96,14 +97,14 @@ class Tree:
     @classmethod
     def of(cls, ids, uuids, parts, parent_ids, root_id, elsewhere):
         """The Tree of providers ``ids`` (by id) with their ``uuids``,
-        ``parts`` and parents' ids; ``elsewhere(id)``: the uuid of a
-        parent or root that is not among them."""
+        ``parts`` and parents' ids (0 or None: none); ``elsewhere(id)``:
+        the uuid of a parent or root that is not among them."""
         index = dict(zip(ids, range(len(ids))))
         parents = tuple(map(index.get, parent_ids))
         root = index.get(root_id)
         uuids = list(uuids)
-        if root is None or (parents.count(None) !=
-                            list(parent_ids).count(None)):
+        if root is None or parents.count(None) != (
+                parent_ids.count(None) + parent_ids.count(0)):
             # Some parent or the root is not among them.
             def at(rid):
                 i = index.get(rid)
@@ -111,10 +112,9 @@ class Tree:
                     i = index[rid] = len(uuids)
                     uuids.append(elsewhere(rid))
                 return i
-            parents = tuple(None if p is None else at(p)
-                            for p in parent_ids)
+            parents = tuple(at(p) if p else None for p in parent_ids)
             root = at(root_id)
-        return cls(uuids, tuple(parts), parents, root)
+        return cls(uuids, parts, parents, root)
 
 
 class Providers(dict):
@@ -139,9 +139,11 @@ class Providers(dict):
             for prov in sorted(self.values(), key=operator.attrgetter('id')):
                 self._grouped.setdefault(prov.root_id, []).append(prov)
         provs = self._grouped[root]
-        return Tree.of([p.id for p in provs], [p.uuid for p in provs], provs,
+        return Tree.of([p.id for p in provs],
+                       [p.uuid.encode() for p in provs], provs,
                        [p.parent_id for p in provs], root,
-                       lambda rid: self[rid].uuid if rid in self else None)
+                       lambda rid: (self[rid].uuid.encode() if rid in self
+                                    else None))
 
 
 class Group:

@@ -21,6 +21,7 @@ import array
 import bisect
 import contextlib
 import fcntl
+import functools
 import hashlib
 import mmap
 import os
@@ -76,11 +77,10 @@ class Snapshot:
         return self._buf[off:off + _UUID].decode('ascii')
 
     def uuids_between(self, start, end):
-        """The uuids at positions ``start`` to ``end`` (a tree's)."""
-        off = self._uuid_off
-        text = self._buf[off + start * _UUID:off + end * _UUID].decode(
-            'ascii')
-        return [text[i:i + _UUID] for i in range(0, len(text), _UUID)]
+        """The uuids at positions ``start`` to ``end`` (a tree's), as the
+        ASCII bytes stored."""
+        return _uuids_struct(end - start).unpack_from(
+            self._buf, self._uuid_off + start * _UUID)
 
     def pos_of(self, rid):
         """Position of provider ``rid``; None if it is not here."""
@@ -142,6 +142,11 @@ class Snapshot:
 
 
 NO_KIND = ((), (), ())
+
+
+@functools.lru_cache(maxsize=256)
+def _uuids_struct(count):
+    return struct.Struct('%ds' % _UUID * count)
 
 
 def root_or_self(rid, root):

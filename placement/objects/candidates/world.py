@@ -504,6 +504,7 @@ class World:
         since, nothing kept from before."""
         self.base = snap
         self.kinds = []                 # Kind by index, the base's first
+        self._parts = []                # their model.Part, by index
         self._kind_index = {}           # raw kind -> index
         self.changed = {}               # id -> Rec, None if gone
         self._tree_ov = {}              # root -> ids, trees changed
@@ -550,6 +551,7 @@ class World:
         kind.part = model.Part(kind.prov_inv, kind.names)
         k = self._kind_index[raw] = len(self.kinds)
         self.kinds.append(kind)
+        self._parts.append(kind.part)
         return k
 
     def _make(self, pos):
@@ -728,25 +730,24 @@ class World:
             start, end = base.tree(root)
             ids = base.ids[start:end].tolist()
             uuids = base.uuids_between(start, end)
-            parents = [p or None for p in base.parent[start:end].tolist()]
+            parents = base.parent[start:end].tolist()
             kinds = base.kind[start:end].tolist()
         else:
             recs = list(map(self.rps.__getitem__, mine))
             ids = mine
-            uuids = [rec.uuid for rec in recs]
+            uuids = [rec.uuid.encode() for rec in recs]
             parents = [rec.parent for rec in recs]
             kinds = [rec.kind for rec in recs]
-        all_kinds = self.kinds
         tree = self._made_trees[root] = model.Tree.of(
-            ids, uuids, [all_kinds[k].part for k in kinds], parents, root,
-            self._uuid)
+            ids, uuids, list(map(self._parts.__getitem__, kinds)), parents,
+            root, self._uuid)
         self._made_trees_size += len(ids)
         return tree
 
     def _uuid(self, rid):
-        """The uuid of provider ``rid``, None if there is none."""
+        """The uuid of provider ``rid`` (encoded), None if there is none."""
         rec = self.rps.get(rid)
-        return rec.uuid if rec is not None else None
+        return rec.uuid.encode() if rec is not None else None
 
 
 def _all_rows(conn, stmt):

@@ -4,7 +4,6 @@ for providers serving one group, several groups (amounts summed), groups
 without resources, and the older shapes."""
 import json
 
-import orjson
 import pytest
 
 from placement.handlers import allocation_candidate as ac
@@ -26,7 +25,7 @@ def want(version):
 def rendered(cands, provs, version='1.39', isolate=False):
     out = ac._allocation_requests(cands, provs, want(version), isolate)
     if not isinstance(out, list):
-        out = json.loads(orjson.dumps(out))
+        out = json.loads(out)
     return out
 
 
