@@ -254,35 +254,15 @@ class _Search:
         tree rule couples the classes: two classes of one group are
         never the same class, so whether a provider can take one class's
         amount does not depend on the other classes' picks. Each class's
-        list is filtered once; the picks are then the product of those
-        lists (itertools: the usual request, one provider per class per
-        anchor, costs a tuple per candidate), and only the group's traits
-        and same_subtree are judged per combination."""
-        providers = self.providers
+        list is filtered once (_class_lists); the picks are then the
+        product of those lists (itertools: the usual request, one
+        provider per class per anchor, costs a tuple per candidate), and
+        only the group's traits and same_subtree are judged per
+        combination."""
         held = self.held
-        forbidden = group.forbidden
-        forced = self.forced
-        lists = []
-        for pos, (rc, amt) in enumerate(group.resources):
-            ok = []
-            choices = (per_rc.get(rc, ()) if forced is None
-                       else (forced[idx][pos],))
-            for rp in choices:
-                prov = providers[rp]
-                if forbidden and not forbidden.isdisjoint(prov.traits):
-                    continue
-                inv = prov.inventory.get(rc)
-                before = held.get(rp)
-                if before is not None:
-                    wanted = amt + before.get(rc, 0)
-                else:
-                    wanted = amt
-                if inv is None or wanted > inv.most:
-                    continue
-                ok.append(rp)
-            if not ok:
-                return
-            lists.append(ok)
+        lists = self._class_lists(idx, group, per_rc)
+        if lists is None:
+            return
         combos = itertools.product(*lists)
         traits = bool(group.required)
         subtrees = bool(self.plan.subtree_checks[idx])
@@ -314,6 +294,38 @@ class _Search:
                     del held[rp]
                 else:
                     held[rp] = before
+
+    def _class_lists(self, idx, group, per_rc):
+        """Per class of the unnumbered group (at ``idx``), the providers
+        of ``per_rc`` (the forced pick instead, for the Checker) that can
+        take its amount on top of what they hold and hold no forbidden
+        trait; None if a class has none."""
+        providers = self.providers
+        held = self.held
+        forbidden = group.forbidden
+        forced = self.forced
+        lists = []
+        for pos, (rc, amt) in enumerate(group.resources):
+            ok = []
+            choices = (per_rc.get(rc, ()) if forced is None
+                       else (forced[idx][pos],))
+            for rp in choices:
+                prov = providers[rp]
+                if forbidden and not forbidden.isdisjoint(prov.traits):
+                    continue
+                inv = prov.inventory.get(rc)
+                before = held.get(rp)
+                if before is not None:
+                    wanted = amt + before.get(rc, 0)
+                else:
+                    wanted = amt
+                if inv is None or wanted > inv.most:
+                    continue
+                ok.append(rp)
+            if not ok:
+                return None
+            lists.append(ok)
+        return lists
 
     def _place_numbered(self, idx, group, anchor):
         # The innermost loop of wide and nested requests: the usual case,
@@ -464,6 +476,12 @@ class Checker:
                      one_provider_per_tree)
         self.groups = plan.groups
         self._search = _Search(plan)
+        # The usual request, one unnumbered group and no other rule:
+        # judged by its class lists and traits alone, no search.
+        only = plan.groups[0] if len(plan.groups) == 1 else None
+        self._alone = (only if only is not None and not only.same_provider
+                       and not plan.subtree_checks[0]
+                       and not one_provider_per_tree else None)
         # Isolated numbered groups use distinct providers: most drawn
         # picks of a wide request fail that, told before any search.
         self._distinct = (operator.itemgetter(*[
@@ -481,6 +499,10 @@ class Checker:
                 return False
         search = self._search
         search.forced = picks
+        group = self._alone
+        if group is not None:
+            return (search._class_lists(0, group, None) is not None and
+                    search._unnumbered_traits_ok(group, picks[0]))
         # Run to the end (at most one result): the search gives back what
         # it took only when it finishes.
         return sum(1 for _ in search.run(anchor)) > 0
