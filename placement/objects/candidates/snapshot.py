@@ -29,7 +29,7 @@ import pickle
 import struct
 import tempfile
 
-_MAGIC = b'PLWORLD2'
+_MAGIC = b'PLWORLD3'
 _UUID = 36
 # The columns, in the order they are laid out: name -> array typecode.
 _COLUMNS = (('ids', 'q'), ('parent', 'q'), ('root', 'q'), ('kind', 'i'),
@@ -69,18 +69,28 @@ class Snapshot:
         self.id_lo = head['id_lo']
         self._uuid_off = head['uuid_off']
         self.uuids = mv[self._uuid_off:self._uuid_off + self.n * _UUID]
+        # position -> uuid, for the uuids not 36 ASCII characters (SQL
+        # by hand can write any string there): not in the column.
+        self.odd_uuids = head['odd_uuids']
 
     # -- lookups -----------------------------------------------------------
 
     def uuid_at(self, pos):
+        if self.odd_uuids and pos in self.odd_uuids:
+            return self.odd_uuids[pos]
         off = self._uuid_off + pos * _UUID
         return self._buf[off:off + _UUID].decode('ascii')
 
     def uuids_between(self, start, end):
-        """The uuids at positions ``start`` to ``end`` (a tree's), as the
-        ASCII bytes stored."""
-        return _uuids_struct(end - start).unpack_from(
+        """The uuids at positions ``start`` to ``end`` (a tree's),
+        encoded (UTF-8; the column's are ASCII)."""
+        out = _uuids_struct(end - start).unpack_from(
             self._buf, self._uuid_off + start * _UUID)
+        odd = self.odd_uuids
+        if odd and any(pos in odd for pos in range(start, end)):
+            out = tuple(odd[pos].encode() if pos in odd else u
+                        for pos, u in zip(range(start, end), out))
+        return out
 
     def pos_of(self, rid):
         """Position of provider ``rid``; None if it is not here."""
@@ -209,11 +219,15 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     kinds = list(kind_of)
     cols['kind'].extend(per_provider)
     uuid_list = [row[2] for row in rows]
-    if all(len(u) == _UUID for u in uuid_list):
-        uuids = ''.join(uuid_list).encode('ascii')
+    joined = ''.join(uuid_list)
+    if joined.isascii() and all(len(u) == _UUID for u in uuid_list):
+        odd = {}
+        uuids = joined.encode('ascii')
     else:
-        uuids = b''.join(u.encode('ascii').ljust(_UUID)[:_UUID]
-                         for u in uuid_list)
+        odd = {pos: u for pos, u in enumerate(uuid_list)
+               if len(u) != _UUID or not u.isascii()}
+        uuids = b''.join(b'\0' * _UUID if pos in odd else u.encode('ascii')
+                         for pos, u in enumerate(uuid_list))
     # Trees: where each root's run of positions starts.
     starts = [pos for pos in range(n) if pos == 0 or
               roots[pos] != roots[pos - 1]]
@@ -254,7 +268,7 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
         cols[of + '_rstart'].append(len(cols[of + '_roots']))
     return _pack(cols, uuids, dict(epoch=epoch, slots=slots, n=n,
                                    children=children, kinds=kinds,
-                                   id_lo=id_lo))
+                                   id_lo=id_lo, odd_uuids=odd))
 
 
 def _pack(cols, uuids, head):

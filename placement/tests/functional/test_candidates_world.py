@@ -492,6 +492,39 @@ def test_sql_by_hand_is_seen_and_reload_loads_everything(tmp_path):
         assert the_world.loads == loads + 1
 
 
+@pytest.mark.parametrize('odd', ['short-uuid', 'ünïcode-%028d' % 7,
+                                 'with"quote\\back-%021d' % 7])
+def test_any_uuid_sql_by_hand_wrote_is_answered_as_written(odd,
+                                                           monkeypatch):
+    """A provider uuid is a string column: whatever SQL by hand put
+    there, read in a full load (the snapshot's columns) or again after a
+    write, the answer names it exactly as the SQL engine does (not
+    padded, no 500)."""
+    import sqlalchemy as sa
+    world = cw.WorldBuilder()
+    world.provider('cn1')
+    world.inventory('cn1', 'VCPU', 8)
+    world.provider('numa', parent='cn1')
+    world.inventory('numa', 'MEMORY_MB', 1024)
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "UPDATE resource_providers SET uuid = :u WHERE name = 'cn1'"),
+                {'u': odd})
+        path = '/allocation_candidates?resources=VCPU:1,MEMORY_MB:8'
+        for _ in range(2):
+            status, body = twr.get(app, path, LATEST)
+            assert status == 200
+            assert (status, body) == _sql(monkeypatch, app, path, LATEST)
+            assert odd in body['provider_summaries']
+            numa = [s for u, s in body['provider_summaries'].items()
+                    if u != odd]
+            assert numa[0]['parent_provider_uuid'] == odd
+            # Once more after a write reads the tree again.
+            with engine.begin() as conn:
+                conn.execute(sa.text('UPDATE inventories SET reserved = 1'))
+
+
 @pytest.mark.parametrize('use_world', [True, False])
 def test_each_group_is_logged_at_debug(use_world, monkeypatch, caplog):
     """An operator following a request at DEBUG sees, per request group,

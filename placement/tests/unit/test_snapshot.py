@@ -80,3 +80,19 @@ def test_a_file_cut_short_is_refused(tmp_path, cut):
     assert snapshot.open_file(path) is None
     snapshot.write_file(path, data)
     assert snapshot.open_file(path).n == 5
+
+
+def test_uuids_sql_by_hand_may_write(tmp_path):
+    # The column is a string: shorter, longer, non-ASCII or quoted
+    # uuids come back exactly as written, and are found by uuid.
+    odd = ['short', 'ünïcode-%030d' % 1, 'x' * 40, 'with"quote\\back']
+    rows = [(i + 1, u, None, i + 1) for i, u in enumerate(odd)]
+    rows.append((9, U % 9, None, 9))
+    for snap in _snapshots(tmp_path, (rows, [], [], [], [])):
+        for rid, u, _parent, _root in rows:
+            pos = snap.pos_of(rid)
+            assert snap.uuid_at(pos) == u
+            assert snap.uuids_between(pos, pos + 1) == (u.encode(),)
+            assert snap.ids_with_uuid(u) == [(True, rid)]
+        assert snap.uuids_between(0, 5) == tuple(
+            u.encode() for _, u, _p, _r in rows)
