@@ -278,7 +278,7 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     shown) and kept on its model.Tree, which the world keeps until the
     tree changes (a thousand trees, request after request); what alike
     providers share (resources and traits) once per model.Part; and the
-    rest is one format per tree (see _Layouts)."""
+    rest is one format per tree (see _tree_entries)."""
     used = model.allocated_providers(cands)
     all_classes = want.matches(ALL_RESOURCES_IN_SUMMARIES)
     if all_classes:
@@ -298,7 +298,7 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
             tree = providers.tree(root)
             cached = tree.summary
             if cached is None or cached[0] != key:
-                cached = tree.summary = (key, _LAYOUTS.render(
+                cached = tree.summary = (key, _tree_entries(
                     tree, parts, nested))
             entries.append(cached[1])
     else:
@@ -314,53 +314,58 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     return b','.join(entries)
 
 
-class _Layouts:
-    """A tree's summaries rendered by one format: per layout of trees
-    (number of providers, where each one's parent and the root are in
-    the tree: a cloud has a handful), a template and which of the tree's
-    quoted uuids and parts fill it, in order."""
+def _tree_entries(tree, parts, nested):
+    """The ``"uuid":{...}`` entries of ``tree``'s providers, joined:
+    one format, its template made once per model.Layout (trees alike
+    share one) and kept there; ``parts``: model.Part -> its rendering.
+    Plain uuids (the usual) fill the template's quotes as they are."""
+    made = tree.layout.summary
+    if made is None or made[0] != nested:
+        made = tree.layout.summary = (nested, _templates(tree.layout,
+                                                         nested))
+    quoting, quoted, order = made[1]
+    uuids = tree.uuids
+    if None not in uuids:
+        raw = b''.join(uuids)
+        plain = raw.isascii() and not raw.translate(None, _PLAIN)
+    else:
+        plain = False
+    if plain:
+        values = list(uuids)
+        template = quoting
+    else:
+        values = _quoted_encoded(uuids)
+        template = quoted
+    values += map(parts.__getitem__, tree.parts)
+    return template % tuple(map(values.__getitem__, order))
 
-    _MOST = 10000
 
-    def __init__(self):
-        self._made = {}
-
-    def render(self, tree, parts, nested):
-        """The ``"uuid":{...}`` entries of ``tree``'s providers, joined;
-        ``parts``: model.Part -> its rendering."""
-        values = _quoted_encoded(tree.uuids)
-        values += map(parts.__getitem__, tree.parts)
-        key = (len(tree.uuids), len(tree.parts), tree.parents, tree.root,
-               nested)
-        made = self._made.get(key)
-        if made is None:
-            if len(self._made) >= self._MOST:
-                self._made = {}
-            made = self._made[key] = self._layout(*key)
-        template, order = made
-        return template % tuple(map(values.__getitem__, order))
-
-    @staticmethod
-    def _layout(n_uuids, n_parts, parents, root, nested):
-        pieces, order = [], []
-        for i in range(n_parts):
-            order += (i, n_uuids + i)
+def _templates(layout, nested):
+    """(template quoting the uuids, template of uuids quoted already,
+    which of a tree's uuids and then parts fill them, in order)."""
+    def template(uuid):
+        pieces = []
+        for parent in layout.parents:
             if not nested:
-                pieces.append(b'%s:{%s}')
-                continue
-            parent = parents[i]
-            if parent is None:
-                pieces.append(b'%s:{%s,"parent_provider_uuid":null,'
-                              b'"root_provider_uuid":%s}')
+                pieces.append(b'%s:{%%s}' % uuid)
+            elif parent is None:
+                pieces.append(b'%s:{%%s,"parent_provider_uuid":null,'
+                              b'"root_provider_uuid":%s}' % (uuid, uuid))
             else:
-                pieces.append(b'%s:{%s,"parent_provider_uuid":%s,'
-                              b'"root_provider_uuid":%s}')
+                pieces.append(b'%s:{%%s,"parent_provider_uuid":%s,'
+                              b'"root_provider_uuid":%s}'
+                              % (uuid, uuid, uuid))
+        return b','.join(pieces)
+
+    order = []
+    size = layout.size
+    for i, parent in enumerate(layout.parents):
+        order += (i, size + i)
+        if nested:
+            if parent is not None:
                 order.append(parent)
-            order.append(root)
-        return b','.join(pieces), tuple(order)
-
-
-_LAYOUTS = _Layouts()
+            order.append(layout.root)
+    return template(b'"%s"'), template(b'%s'), tuple(order)
 
 
 def _part(part, shape):

@@ -75,23 +75,51 @@ class Provider:
         self.summary = None
 
 
+class Layout:
+    """Where, in a tree's list of uuids (model.Tree's), each provider's
+    parent is (``parents``: an index, None for a root) and the root's
+    (``root``); ``size``: how many uuids the list holds (the providers',
+    then any parent or root that SQL by hand put in another tree). Trees
+    alike share one (``of``), and with it what the handler keeps in
+    ``summary`` (how to render such a tree)."""
+
+    __slots__ = ('parents', 'root', 'size', 'summary')
+
+    _MOST = 10000
+    _made = {}
+
+    def __init__(self, parents, root, size):
+        self.parents = parents
+        self.root = root
+        self.size = size
+        self.summary = None
+
+    @classmethod
+    def of(cls, parents, root, size):
+        key = (parents, root, size)
+        layout = cls._made.get(key)
+        if layout is None:
+            if len(cls._made) >= cls._MOST:
+                cls._made = {}
+            layout = cls._made[key] = cls(parents, root, size)
+        return layout
+
+
 class Tree:
     """A whole tree as provider summaries show it: per provider, in id
     order, its uuid (``uuids``, encoded: the world's snapshot holds them
-    so), its Part (``parts``) and the index in ``uuids`` of its parent
-    (``parents``, None for a root); ``root``, the index of the root's.
-    ``uuids`` may end with uuids that are not the tree's providers': a
-    parent or root that SQL by hand put in another tree (None if there
-    is no such provider). ``summary`` is the handler's cache of what the tree renders
-    to (see Part): the world keeps a Tree until the tree changes."""
+    so) and its Part (``parts``); ``layout``, where its parents and root
+    are in ``uuids`` (which may end with uuids that are not the tree's
+    providers', see Layout; None where there is no such provider).
+    ``summary`` is the handler's cache of what the tree renders to (see
+    Part): the world keeps a Tree until the tree changes."""
 
-    __slots__ = ('uuids', 'parts', 'parents', 'root', 'summary')
+    __slots__ = ('uuids', 'parts', 'layout', 'summary')
 
-    def __init__(self, uuids, parts, parents, root):
+    def __init__(self, uuids, parts, layout):
         self.uuids = uuids
         self.parts = parts
-        self.parents = parents
-        self.root = root
+        self.layout = layout
         self.summary = None
 
     @classmethod
@@ -114,7 +142,7 @@ class Tree:
                 return i
             parents = tuple(at(p) if p else None for p in parent_ids)
             root = at(root_id)
-        return cls(uuids, parts, parents, root)
+        return cls(uuids, parts, Layout.of(parents, root, len(uuids)))
 
 
 class Providers(dict):
@@ -122,13 +150,16 @@ class Providers(dict):
     (at least) every provider a candidate picks, and ``tree(root)``, the
     Tree of each tree a candidate allocates from. An engine that keeps
     its trees (the world) gives them (``trees``); otherwise they are made
-    from this dict, which then holds those whole trees."""
+    from this dict, which then holds those whole trees, and ``elsewhere``
+    ({id: uuid}) the uuids of their parents that are not in them (SQL by
+    hand can put a provider in another tree)."""
 
-    __slots__ = ('trees', '_grouped')
+    __slots__ = ('trees', 'elsewhere', '_grouped')
 
-    def __init__(self, provs=(), trees=None):
+    def __init__(self, provs=(), trees=None, elsewhere=None):
         super().__init__(provs)
         self.trees = trees
+        self.elsewhere = elsewhere or {}
         self._grouped = None
 
     def tree(self, root):
@@ -142,8 +173,11 @@ class Providers(dict):
         return Tree.of([p.id for p in provs],
                        [p.uuid.encode() for p in provs], provs,
                        [p.parent_id for p in provs], root,
-                       lambda rid: (self[rid].uuid.encode() if rid in self
-                                    else None))
+                       self._uuid)
+
+    def _uuid(self, rid):
+        uuid = self[rid].uuid if rid in self else self.elsewhere.get(rid)
+        return None if uuid is None else uuid.encode()
 
 
 class Group:

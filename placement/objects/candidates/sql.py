@@ -98,7 +98,9 @@ def find_in_database(ctx, groups, wide, nested_aware=True,
         found = _randomized(found, wide, randomize)
     # The providers of the trees looked at: whole trees, which the
     # summaries are made from.
-    return found, model.Providers(providers), has_trees
+    if type(providers) is not model.Providers:
+        providers = model.Providers(providers)
+    return found, providers, has_trees
 
 
 def _request(ctx, groups, wide):
@@ -142,7 +144,8 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy):
             found.append(cand)
             if cap is not None and len(found) >= cap:
                 break
-    return found, providers, gatherer.trees
+    return found, model.Providers(providers, elsewhere=gatherer.elsewhere), \
+        gatherer.trees
 
 
 def _sharing_listed(gatherer, cgroups):
@@ -198,7 +201,9 @@ def _sample(ctx, groups, wide, limit, nested_aware):
         everything = combine.combine(
             providers, cgroups, anchors=anchors,
             shared_ids=gatherer.sharing, **options)
-    return sample.fill(kept, limit, everything), providers, gatherer.trees
+    return (sample.fill(kept, limit, everything),
+            model.Providers(providers, elsewhere=gatherer.elsewhere),
+            gatherer.trees)
 
 
 def _sharing_alone(lists, sharing):
@@ -391,6 +396,9 @@ class Request:
         self._agg_ids = agg_obj.ids_for_uuids(self.conn, agg_uuids)
         self.sharing = self._sharing_providers()
         self.groups = self._resolve(groups)
+        # id -> uuid of the parents of the trees read that are not in
+        # them (SQL by hand can put a provider in another tree).
+        self.elsewhere = {}
 
     def _in_ids(self, col, ids):
         """``col IN ids`` for many ids. On PostgreSQL one array parameter
@@ -635,6 +643,13 @@ class Request:
             .select_from(_RPT.join(
                 _RP, _RP.c.id == _RPT.c.resource_provider_id))
             .where(in_roots(_RP.c.root_provider_id))).all())
+        missing = {p.parent_id for p in provs.values()
+                   if p.parent_id is not None and p.parent_id not in provs}
+        missing.difference_update(self.elsewhere)
+        if missing:
+            self.elsewhere.update(self.conn.execute(
+                sa.select(_RP.c.id, _RP.c.uuid).where(
+                    self._in_ids(_RP.c.id, missing))).all())
         return provs
 
 

@@ -512,6 +512,7 @@ class World:
         self._cache = {}                # id -> Rec made from the base
         self._made_trees = {}           # root -> model.Tree, see tree()
         self._made_trees_size = 0       # providers in them (about)
+        self._layouts = {}              # root -> model.Layout, the base's
         self._roots_by = {}             # (of, key) -> the base's roots
         self._ov_kinds = {}             # root -> tree_kinds, changed trees
         self.roots = array.array('q', snap.troot)   # sorted root ids
@@ -614,6 +615,7 @@ class World:
         self.tree_traits.pop(rec.root, None)
         self._ov_kinds.pop(rec.root, None)
         self._made_trees.pop(rec.root, None)
+        self._layouts.pop(rec.root, None)
         if self._per_tree is not None:
             self._per_tree.touch(rec.root)
         self.by_trait.edit(rec.traits, rec.id, present)
@@ -724,24 +726,34 @@ class World:
         tree = self._made_trees.get(root)
         if tree is not None:
             return tree
+        parts = self._parts
         mine = self._tree_ov.get(root)
         if mine is None:
             base = self.base
             start, end = base.tree(root)
-            ids = base.ids[start:end].tolist()
             uuids = base.uuids_between(start, end)
-            parents = base.parent[start:end].tolist()
             kinds = base.kind[start:end].tolist()
+            layout = self._layouts.get(root)
+            if layout is not None:
+                # The tree's shape was worked out before: what a random
+                # sample's trees cost is then a few reads of the columns.
+                tree = model.Tree(uuids, list(map(parts.__getitem__, kinds)),
+                                  layout)
+            else:
+                tree = model.Tree.of(
+                    base.ids[start:end].tolist(), uuids,
+                    list(map(parts.__getitem__, kinds)),
+                    base.parent[start:end].tolist(), root, self._uuid)
+                if tree.layout.size == end - start:
+                    self._layouts[root] = tree.layout
         else:
             recs = list(map(self.rps.__getitem__, mine))
-            ids = mine
-            uuids = [rec.uuid.encode() for rec in recs]
-            parents = [rec.parent for rec in recs]
-            kinds = [rec.kind for rec in recs]
-        tree = self._made_trees[root] = model.Tree.of(
-            ids, uuids, list(map(self._parts.__getitem__, kinds)), parents,
-            root, self._uuid)
-        self._made_trees_size += len(ids)
+            tree = model.Tree.of(
+                mine, [rec.uuid.encode() for rec in recs],
+                [parts[rec.kind] for rec in recs],
+                [rec.parent for rec in recs], root, self._uuid)
+        self._made_trees[root] = tree
+        self._made_trees_size += len(tree.parts)
         return tree
 
     def _uuid(self, rid):

@@ -525,6 +525,30 @@ def test_any_uuid_sql_by_hand_wrote_is_answered_as_written(odd,
                 conn.execute(sa.text('UPDATE inventories SET reserved = 1'))
 
 
+def test_a_parent_sql_by_hand_put_in_another_tree(monkeypatch):
+    """A provider whose root SQL by hand changed without its parent's:
+    its tree is its root's (the column), its parent another tree's; the
+    summaries name that parent, as the SQL engine's do."""
+    import sqlalchemy as sa
+    world = cw.WorldBuilder()
+    for host in ('cn1', 'cn2'):
+        world.provider(host)
+        world.inventory(host, 'VCPU', 8)
+        world.provider(host + '-numa', parent=host)
+        world.inventory(host + '-numa', 'MEMORY_MB', 1024)
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        path = '/allocation_candidates?resources=VCPU:1,MEMORY_MB:8'
+        for _ in range(2):
+            with engine.begin() as conn:
+                conn.execute(sa.text(
+                    "UPDATE resource_providers SET root_provider_id = "
+                    "(SELECT id FROM resource_providers WHERE name = 'cn2')"
+                    " WHERE name = 'cn1-numa'"))
+            status, body = twr.get(app, path, LATEST)
+            assert status == 200 and body['provider_summaries']
+            assert (status, body) == _sql(monkeypatch, app, path, LATEST)
+
+
 @pytest.mark.parametrize('use_world', [True, False])
 def test_each_group_is_logged_at_debug(use_world, monkeypatch, caplog):
     """An operator following a request at DEBUG sees, per request group,
