@@ -113,6 +113,32 @@ def test_sharing_providers_widen_it_again(monkeypatch, looked):
             assert looked[-1] == {world.by_uuid[_uuid(4)]}
 
 
+@pytest.mark.parametrize('devices,limit', [(1, 30), (6, 30), (6, 7)])
+def test_a_limit_looks_at_the_trees_it_needs(devices, limit, monkeypatch,
+                                            looked):
+    """Under a limit the walk looks at trees a batch at a time, each
+    batch as large as the candidates still wanted need at the rate the
+    trees so far gave them: trees giving several candidates each are not
+    looked at by the limit's number (the first batch is 8 trees)."""
+    w = cw.WorldBuilder()
+    for i in range(200):
+        host = 'h%d' % i
+        w.provider(host, uuid=_uuid(i))
+        w.inventory(host, 'VCPU', 8)
+        for d in range(devices):
+            w.provider('%s-d%d' % (host, d), parent=host)
+            w.inventory('%s-d%d' % (host, d), 'CUSTOM_DEV', 1)
+    with gabbits.app_and_engine_over_world(w) as (app, _):
+        path = ('/allocation_candidates?resources=VCPU:1'
+                '&resources1=CUSTOM_DEV:1&limit=%d' % limit)
+        looked.append(set())
+        got = twr.get(app, path, tcw.LATEST)
+        assert got == tcw._sql(monkeypatch, app, path, tcw.LATEST)
+        assert len(got[1]['allocation_requests']) == limit
+        needed = -(-limit // devices)
+        assert needed <= len(looked[-1]) <= max(8, needed + 2)
+
+
 def app_world(app):
     from placement.objects.candidates import engine
     from placement import context
