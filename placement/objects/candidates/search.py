@@ -52,6 +52,7 @@ from placement.objects.candidates import model
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
 from placement.objects.candidates import sample
+from placement.objects.candidates import world as world_mod
 from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -101,6 +102,7 @@ class _Request:
         # alone}; the world's kinds stay as long as the request (its lock
         # held).
         self._fit_memo = {}
+        self._models = None             # see providers()
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -320,8 +322,11 @@ class _Request:
     def providers(self, roots=(), rp_ids=()):
         """{id: model.Provider} for the combiner: the SQL engine's reads
         the trees under ``roots`` and of ``rp_ids``; the world's holds
-        every provider, made as the combiner looks at them."""
-        return self.world.provs
+        every provider, made as the combiner looks at them (one for the
+        whole search)."""
+        if self._models is None:
+            self._models = world_mod.ProviderModels(self.rps)
+        return self._models
 
     # -- which roots may anchor a candidate -----------------------------------
 

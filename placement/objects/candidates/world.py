@@ -128,25 +128,25 @@ class Rec:
                                    inventory=kind.prov_inv)
 
 
-class ProviderModels(collections.abc.Mapping):
-    """``World.provs``: id -> model.Provider, what the combiner reads
-    (only of the providers it looks at: made on first use)."""
+class ProviderModels(dict):
+    """id -> model.Provider, what the combiner reads, made on first use
+    from ``World.rps`` (only the providers it looks at) and kept for the
+    rest of one search: a dict, so that the combiner's lookups of the
+    providers it holds cost what a dict's do."""
 
-    def __init__(self, world):
-        self.rps = world.rps
+    def __init__(self, rps):
+        super().__init__()
+        self.rps = rps
 
-    def __getitem__(self, rid):
-        return self.rps[rid].prov
+    def __missing__(self, rid):
+        prov = self[rid] = self.rps[rid].prov
+        return prov
 
     def get(self, rid, default=None):
-        rec = self.rps.get(rid)
-        return default if rec is None else rec.prov
-
-    def __len__(self):
-        return len(self.rps)
-
-    def __iter__(self):
-        return iter(self.rps)
+        try:
+            return self[rid]
+        except KeyError:
+            return default
 
 
 class Providers(collections.abc.Mapping):
@@ -297,7 +297,6 @@ class World:
         self.epoch = None
         self.slots = {}
         self.rps = Providers(self)
-        self.provs = ProviderModels(self)
         self.trees = Trees(self)
         self.by_trait = Members(self, 'trait')
         self.by_agg = Members(self, 'agg')
