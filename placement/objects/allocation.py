@@ -285,9 +285,17 @@ def _lock_providers(ctx, rp_uuids):
     so its snapshot is taken after the lock too."""
     if not rp_uuids or ctx.session.get_bind().dialect.name == 'sqlite':
         return
-    ctx.session.execute(
-        sa.select(_RP.c.id).where(_RP.c.uuid.in_(rp_uuids))
-        .order_by(_RP.c.id).with_for_update()).all()
+    ctx.session.execute(_LOCK_PROVIDERS, {'uuids': rp_uuids}).all()
+
+
+# The statements of the write, built once (building a statement costs
+# more Python than running it); lists are expanding parameters.
+_LOCK_PROVIDERS = (
+    sa.select(_RP.c.id)
+    .where(_RP.c.uuid.in_(sa.bindparam('uuids', expanding=True)))
+    .order_by(_RP.c.id).with_for_update())
+_DELETE_ALLOCATIONS = _ALLOC.delete().where(
+    _ALLOC.c.id.in_(sa.bindparam('ids', expanding=True)))
 
 
 def _providers_by_uuid(ctx, writes):
@@ -324,27 +332,50 @@ class _ProviderState:
                          # still included
 
 
-def _provider_state(ctx, rp_uuids, rp_ids, rc_ids):
-    """Providers named by uuid or id with their generations, their
-    inventories of ``rc_ids`` and the usage of each, in one round trip."""
+def _provider_state_select(by_uuid, by_id):
+    """The SELECT of _provider_state, built once per shape: parameters
+    ``rp_uuids`` (when ``by_uuid``), ``rp_ids`` (when ``by_id``) and
+    ``rc_ids``."""
+    key = (by_uuid, by_id)
+    sel = _PROVIDER_STATE.get(key)
+    if sel is not None:
+        return sel
     used = (sa.select(sa.func.coalesce(sa.func.sum(_ALLOC.c.used), 0))
             .where(_ALLOC.c.resource_provider_id == _RP.c.id,
                    _ALLOC.c.resource_class_id == _INV.c.resource_class_id)
             .scalar_subquery())
     which = []
-    if rp_uuids:
-        which.append(_RP.c.uuid.in_(rp_uuids))
-    if rp_ids:
-        which.append(_RP.c.id.in_(sorted(rp_ids)))
-    rows = ctx.session.execute(
+    if by_uuid:
+        which.append(_RP.c.uuid.in_(
+            sa.bindparam('rp_uuids', expanding=True)))
+    if by_id:
+        which.append(_RP.c.id.in_(sa.bindparam('rp_ids', expanding=True)))
+    sel = _PROVIDER_STATE[key] = (
         sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation,
                   _INV.c.resource_class_id, _INV.c.total, _INV.c.reserved,
                   _INV.c.min_unit, _INV.c.max_unit, _INV.c.step_size,
                   _INV.c.allocation_ratio, used.label('used'))
         .select_from(_RP.outerjoin(_INV, sa.and_(
             _INV.c.resource_provider_id == _RP.c.id,
-            _INV.c.resource_class_id.in_(sorted(rc_ids)))))
-        .where(sa.or_(*which))).all()
+            _INV.c.resource_class_id.in_(
+                sa.bindparam('rc_ids', expanding=True)))))
+        .where(sa.or_(*which)))
+    return sel
+
+
+_PROVIDER_STATE = {}
+
+
+def _provider_state(ctx, rp_uuids, rp_ids, rc_ids):
+    """Providers named by uuid or id with their generations, their
+    inventories of ``rc_ids`` and the usage of each, in one round trip."""
+    params = {'rc_ids': sorted(rc_ids)}
+    if rp_uuids:
+        params['rp_uuids'] = rp_uuids
+    if rp_ids:
+        params['rp_ids'] = sorted(rp_ids)
+    rows = ctx.session.execute(
+        _provider_state_select(bool(rp_uuids), bool(rp_ids)), params).all()
     state = _ProviderState({}, {}, {})
     for r in rows:
         state.providers.setdefault(r.uuid, r)
@@ -510,8 +541,8 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
 
     # 5. Out with the old (by primary key: no gap locks on MySQL).
     if current:
-        ctx.session.execute(_ALLOC.delete().where(
-            _ALLOC.c.id.in_(sorted(c.id for c in current))))
+        ctx.session.execute(_DELETE_ALLOCATIONS,
+                            {'ids': sorted(c.id for c in current)})
 
     # 6. In with the new.
     rows = []

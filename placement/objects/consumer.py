@@ -129,6 +129,26 @@ def get_by_uuid(ctx, uuid):
     return row
 
 
+# The statements of an allocation write, built once: building one costs
+# more Python than running it.
+_CREATE = _CONSUMER.insert().values(
+    uuid=sa.bindparam('c_uuid'), project_id=sa.bindparam('c_project_id'),
+    user_id=sa.bindparam('c_user_id'),
+    consumer_type_id=sa.bindparam('c_type_id'),
+    generation=sa.bindparam('c_generation'),
+    created_at=sa.bindparam('now'))
+_INCREMENT_GENERATION = (
+    _CONSUMER.update()
+    .where(_CONSUMER.c.id == sa.bindparam('consumer_id'))
+    .where(_CONSUMER.c.generation == sa.bindparam('expected'))
+    .values(generation=sa.bindparam('new_generation'),
+            updated_at=sa.bindparam('now')))
+_DELETE_IF_NO_ALLOCATIONS = (
+    _CONSUMER.delete()
+    .where(_CONSUMER.c.uuid.in_(sa.bindparam('uuids', expanding=True)))
+    .where(~sa.exists().where(_ALLOC.c.consumer_id == _CONSUMER.c.uuid)))
+
+
 def create_in_txn(ctx, uuid, project_id, user_id, consumer_type_id,
                   generation=0):
     """Insert a consumer in the caller's transaction; its id.
@@ -136,10 +156,10 @@ def create_in_txn(ctx, uuid, project_id, user_id, consumer_type_id,
     DBDuplicateEntry escapes when a concurrent writer created it first: the
     allocation writer retries its whole transaction, and then finds it.
     """
-    return ctx.session.execute(_CONSUMER.insert().values(
-        uuid=uuid, project_id=project_id, user_id=user_id,
-        consumer_type_id=consumer_type_id, generation=generation,
-        created_at=models._now())).inserted_primary_key[0]
+    return ctx.session.execute(_CREATE, {
+        'c_uuid': uuid, 'c_project_id': project_id, 'c_user_id': user_id,
+        'c_type_id': consumer_type_id, 'c_generation': generation,
+        'now': models._now()}).inserted_primary_key[0]
 
 
 def update_in_txn(ctx, consumer_id, **values):
@@ -153,12 +173,9 @@ def update_in_txn(ctx, consumer_id, **values):
 def increment_generation(ctx, consumer_id, expected_generation):
     """Compare-and-swap the consumer generation in the caller's transaction;
     ConcurrentUpdateDetected when another writer changed it first."""
-    result = ctx.session.execute(
-        _CONSUMER.update()
-        .where(_CONSUMER.c.id == consumer_id)
-        .where(_CONSUMER.c.generation == expected_generation)
-        .values(generation=expected_generation + 1,
-                updated_at=models._now()))
+    result = ctx.session.execute(_INCREMENT_GENERATION, {
+        'consumer_id': consumer_id, 'expected': expected_generation,
+        'new_generation': expected_generation + 1, 'now': models._now()})
     if result.rowcount != 1:
         raise exception.ConcurrentUpdateDetected()
     return expected_generation + 1
@@ -169,11 +186,8 @@ def delete_if_no_allocations(ctx, uuids):
     caller's transaction."""
     if not uuids:
         return 0
-    has_alloc = sa.exists().where(_ALLOC.c.consumer_id == _CONSUMER.c.uuid)
     return ctx.session.execute(
-        _CONSUMER.delete()
-        .where(_CONSUMER.c.uuid.in_(sorted(uuids)))
-        .where(~has_alloc)).rowcount
+        _DELETE_IF_NO_ALLOCATIONS, {'uuids': sorted(uuids)}).rowcount
 
 
 # --- incomplete consumers ----------------------------------------------
