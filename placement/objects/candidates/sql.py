@@ -394,11 +394,11 @@ class Request:
         for rg in groups.values():
             agg_uuids = agg_uuids.union(rg.forbidden_aggs, *rg.member_of)
         self._agg_ids = agg_obj.ids_for_uuids(self.conn, agg_uuids)
-        self.sharing = self._sharing_providers()
-        self.groups = self._resolve(groups)
         # id -> uuid of the parents of the trees read that are not in
         # them (SQL by hand can put a provider in another tree).
         self.elsewhere = {}
+        self.sharing = self._sharing_providers()
+        self.groups = self._resolve(groups)
 
     def _in_ids(self, col, ids):
         """``col IN ids`` for many ids. On PostgreSQL one array parameter

@@ -525,6 +525,24 @@ def test_any_uuid_sql_by_hand_wrote_is_answered_as_written(odd,
                 conn.execute(sa.text('UPDATE inventories SET reserved = 1'))
 
 
+def test_an_unknown_name_after_an_empty_group(monkeypatch):
+    """Upstream's order: a group no provider can serve answers an empty
+    200 before a later group's unknown class is found out; both engines
+    read the trees to tell (the SQL engine's providers, as any other)."""
+    world = cw.WorldBuilder()
+    world.provider('cn1')
+    world.inventory('cn1', 'VCPU', 8)
+    world.provider('numa', parent='cn1')
+    world.inventory('numa', 'MEMORY_MB', 64)
+    with gabbits.app_over_world(world) as app:
+        for query, status in (('VCPU:100&resources1=CUSTOM_NONE:1', 200),
+                              ('VCPU:1&resources1=CUSTOM_NONE:1', 400)):
+            path = '/allocation_candidates?resources=' + query
+            got = twr.get(app, path, LATEST)
+            assert got[0] == status
+            assert got == _sql(monkeypatch, app, path, LATEST)
+
+
 def test_a_parent_sql_by_hand_put_in_another_tree(monkeypatch):
     """A provider whose root SQL by hand changed without its parent's:
     its tree is its root's (the column), its parent another tree's; the
