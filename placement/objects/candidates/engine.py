@@ -10,14 +10,21 @@ and to upstream); which one runs is chosen here, and only here:
   triggers our migrations install);
 * the SQL engine (sql.py) for a database that does not -- made by
   upstream's placement-manage, not yet upgraded by ours -- or when
-  ``USE_WORLD`` is off (tests of the SQL engine).
+  ``USE_WORLD`` is off (tests of the SQL engine); and while a process
+  reads a large world for the first time with no snapshot file of the
+  node to start from (``_ready``: a cold node answers in a second, not
+  after the seven a million providers take to read).
 
 Both apply the rules of rules.py and hand their groups to the same
 combiner (combine.py). Explain (explain.py) reads the same world through
 ``snapshot``.
 """
 import contextlib
+import threading
 
+from oslo_log import log as logging
+
+from placement import context as placement_context
 from placement.db import api as db_api
 from placement import exception
 from placement.objects.candidates import search
@@ -27,6 +34,8 @@ from placement.objects.candidates import world as world_mod
 # Answer from the in-memory world when the database counts its changes;
 # tests of the SQL engine turn it off.
 USE_WORLD = True
+LOG = logging.getLogger(__name__)
+_LOADING_LOCK = threading.Lock()
 
 
 @db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
@@ -53,12 +62,46 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     if USE_WORLD:
         with db_api.one_statement_reader(ctx) as conn:
             the_world = world_mod.for_connection(conn)
-            if the_world is not None:
+            if the_world is not None and _ready(ctx, conn, the_world):
                 with the_world.lock:
                     the_world.refresh(ctx, conn)
                     return search.find_in_world(ctx, conn, the_world,
                                                 groups, wide, **options)
     return sql.find_in_database(ctx, groups, wide, **options)
+
+
+def _ready(ctx, conn, the_world):
+    """Whether ``the_world`` answers now: once loaded, or when loading it
+    is quick. A first load that reads a large world from the database (a
+    node starting with no snapshot file: 7 s at a million providers) runs
+    in a thread of its own, and until it is done the SQL engine answers
+    -- from the database, so as fresh -- rather than the request waiting
+    for it; a world half read never answers."""
+    if the_world.loads:
+        return True
+    with _LOADING_LOCK:
+        if the_world.loading_apart:
+            return False
+        if not the_world.first_load_is_long(conn):
+            return True
+        the_world.loading_apart = True
+    threading.Thread(target=_load_apart, name='placement-world-load',
+                     args=(the_world, conn.engine, ctx.config),
+                     daemon=True).start()
+    return False
+
+
+def _load_apart(the_world, engine, config):
+    """The first load of ``the_world``, on a connection of its own."""
+    ctx = placement_context.admin_context(config)
+    try:
+        with engine.connect() as conn, the_world.lock:
+            the_world.refresh(ctx, conn)
+    except Exception:
+        LOG.exception('Allocation candidates: reading the world failed; '
+                      'the database answers until a request tries again.')
+    finally:
+        the_world.loading_apart = False
 
 
 @contextlib.contextmanager

@@ -74,6 +74,9 @@ _CACHE = 100000
 # Worlds of at least this many providers are shared through a file by
 # the processes of a node (``SHARED_DIR``; None: never).
 SHARE_FROM = 10000
+# A first load reading at least this many providers from the database
+# runs apart from the requests (engine._ready).
+READ_APART_FROM = 10000
 SHARED_DIR = snapshot.default_directory()
 
 # The world's health, for /metrics (per process, or summed over workers
@@ -305,6 +308,7 @@ class World:
         self.tree_traits = model.OnFirstUse(self._traits_in_tree)
         self._mysql = False
         self.loads = 0                  # full loads (tests)
+        self.loading_apart = False      # see engine._ready
         self._reset(snapshot.Snapshot(snapshot.build(
             [], [], [], [], [], None, {})))
 
@@ -366,6 +370,19 @@ class World:
         PARTIAL_LOADS.inc()
         PROVIDERS_READ.inc(len(ids))
         return None
+
+    def first_load_is_long(self, conn):
+        """Whether this world was never loaded and loading it means
+        reading at least READ_APART_FROM providers from the database:
+        no snapshot file of the node to start from."""
+        if self.loads:
+            return False
+        if SHARED_DIR and snapshot.shareable(conn.engine):
+            if snapshot.open_file(snapshot.path_for(
+                    SHARED_DIR, conn.engine)) is not None:
+                return False
+        return conn.execute(sa.select(sa.func.count()).select_from(
+            _RP)).scalar() >= READ_APART_FROM
 
     def read_all(self, ctx, conn):
         """Read every provider, with no change check: a world of its own

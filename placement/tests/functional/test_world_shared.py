@@ -199,3 +199,62 @@ def test_many_new_usages_of_few_providers_make_a_new_file(shared,
             assert len(first.changed) <= 1
         assert full_reads == [first, first]
         assert len(first.kinds) - len(first.base.kinds) <= 3
+
+
+def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
+        monkeypatch, caplog):
+    """A node with no snapshot file reads a large world in a thread of
+    its own; until it is done (or after it failed) the SQL engine answers,
+    and the same; then the world does."""
+    import threading
+    from placement.objects.candidates import search
+    from placement.objects.candidates import sql
+    monkeypatch.setattr(world_mod, 'READ_APART_FROM', 5)
+    answered = []
+    for module, name, label in ((search, 'find_in_world', 'world'),
+                                (sql, 'find_in_database', 'sql')):
+        def counting(*args, _real=getattr(module, name), _label=label,
+                     **kwargs):
+            answered.append(_label)
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(module, name, counting)
+    release = threading.Event()
+    failures = []
+    real_bytes = world_mod.World._bytes
+
+    def held_bytes(self, conn, epoch, current):
+        assert release.wait(30)
+        if failures:
+            raise RuntimeError(failures.pop())
+        return real_bytes(self, conn, epoch, current)
+
+    monkeypatch.setattr(world_mod.World, '_bytes', held_bytes)
+
+    def loader():
+        return [t for t in threading.enumerate()
+                if t.name == 'placement-world-load']
+
+    world = cw.WorldBuilder()
+    for i in range(6):
+        world.provider('cn%d' % i)
+        world.inventory('cn%d' % i, 'VCPU', 8)
+    path = '/allocation_candidates?resources=VCPU:1&limit=4'
+    with gabbits.app_and_engine_over_world(world) as (app, _engine):
+        first = tcw.twr.get(app, path, tcw.LATEST)
+        again = tcw.twr.get(app, path, tcw.LATEST)
+        assert answered == ['sql', 'sql']
+        assert first[0] == 200 and first == again
+        assert len(loader()) == 1
+        # The read fails: logged, and the next request starts another.
+        failures.append('the database went away')
+        release.set()
+        loader()[0].join(30)
+        assert 'reading the world failed' in caplog.text
+        release.clear()
+        assert tcw.twr.get(app, path, tcw.LATEST) == first
+        assert answered[-1] == 'sql' and len(loader()) == 1
+        release.set()
+        loader()[0].join(30)
+        assert tcw.twr.get(app, path, tcw.LATEST) == first
+        assert answered[-1] == 'world'
+        assert not loader()
