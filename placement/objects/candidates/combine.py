@@ -107,6 +107,12 @@ class _Plan:
         self.pairs = [checks[0] if len(checks) == 1 and
                       type(checks[0]) is _Pair else None
                       for checks in self.subtree_checks]
+        # The usual request, one unnumbered group and no other rule: its
+        # picks are its class lists' product, judged for its traits only.
+        only = self.groups[0] if len(self.groups) == 1 else None
+        self.alone = (only if only is not None and not only.same_provider
+                      and not self.subtree_checks[0]
+                      and not one_provider_per_tree else None)
         # A wide request: see _Search.injective.
         self.injective = (isolate and not one_provider_per_tree
                           and all(g.same_provider for g in self.groups)
@@ -184,8 +190,17 @@ class _Search:
     # -- the search ----------------------------------------------------
     def run(self, anchor):
         """Yield the picks (a tuple per candidate) under ``anchor``."""
-        if self.plan.injective and self.forced is None:
-            return self.injective(anchor)
+        if self.forced is None:
+            if self.plan.injective:
+                return self.injective(anchor)
+            alone = self.plan.alone
+            if alone is not None and not alone.required:
+                # Nothing to judge but the class lists (a thousand
+                # anchors of the plain request: no generator each).
+                per_rc = alone.by_anchor.get(anchor)
+                lists = (self._class_lists(0, alone, per_rc)
+                         if per_rc is not None else None)
+                return zip(itertools.product(*lists)) if lists else iter(())
         return iter(self._place(0, anchor))
 
     def injective(self, anchor):
@@ -266,10 +281,6 @@ class _Search:
         combos = itertools.product(*lists)
         traits = bool(group.required)
         subtrees = bool(self.plan.subtree_checks[idx])
-        if idx == self.last and not (traits or subtrees or idx):
-            # The request's only group, nothing left to judge.
-            yield from zip(combos)
-            return
         picks = self.picks
         for chosen in combos:
             if traits and not self._unnumbered_traits_ok(group, chosen):
@@ -476,12 +487,9 @@ class Checker:
                      one_provider_per_tree)
         self.groups = plan.groups
         self._search = _Search(plan)
-        # The usual request, one unnumbered group and no other rule:
-        # judged by its class lists and traits alone, no search.
-        only = plan.groups[0] if len(plan.groups) == 1 else None
-        self._alone = (only if only is not None and not only.same_provider
-                       and not plan.subtree_checks[0]
-                       and not one_provider_per_tree else None)
+        # The usual request (_Plan.alone): judged by its class lists and
+        # traits, no search.
+        self._alone = plan.alone
         # Isolated numbered groups use distinct providers: most drawn
         # picks of a wide request fail that, told before any search.
         self._distinct = (operator.itemgetter(*[

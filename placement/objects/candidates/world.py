@@ -655,19 +655,46 @@ class World:
 
     def tree_rows(self, roots):
         """(ids, kinds): the providers of the trees under ``roots``, in
-        that order then by id, and the index of each one's kind."""
-        ids, kinds = [], []
+        that order then by id, and the index of each one's kind.
+
+        A walk's batch is mostly runs of the snapshot's roots one after
+        another, whose trees are runs of positions one after another: each
+        run is read in two slices (a thousand trees in a few)."""
         base = self.base
         overlay = self._tree_ov
+        troot, tstart = base.troot, base.tstart
+        count = len(troot)
+        ids, kinds = [], []
+        start = end = None          # the run of positions being gathered
+        nxt = None                  # troot index a run would go on with
         for root in roots:
             mine = overlay.get(root)
             if mine is None:
-                start, end = base.tree(root)
+                if nxt is not None and nxt < count and troot[nxt] == root:
+                    nxt += 1
+                    end = tstart[nxt]
+                    continue
+                if start is not None:
+                    ids += base.ids[start:end].tolist()
+                    kinds += base.kind[start:end].tolist()
+                    start = None
+                nxt = bisect.bisect_left(troot, root)
+                if nxt < count and troot[nxt] == root:
+                    start, end = tstart[nxt], tstart[nxt + 1]
+                    nxt += 1
+                else:
+                    nxt = None
+                continue
+            if start is not None:
                 ids += base.ids[start:end].tolist()
                 kinds += base.kind[start:end].tolist()
-            else:
-                ids += mine
-                kinds += self.tree_kinds(root)
+                start = None
+            nxt = None
+            ids += mine
+            kinds += self.tree_kinds(root)
+        if start is not None:
+            ids += base.ids[start:end].tolist()
+            kinds += base.kind[start:end].tolist()
         return ids, kinds
 
     def roots_with_any(self, of, keys):
