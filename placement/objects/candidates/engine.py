@@ -11,9 +11,9 @@ and to upstream); which one runs is chosen here, and only here:
 * the SQL engine (sql.py) for a database that does not -- made by
   upstream's placement-manage, not yet upgraded by ours -- or when
   ``USE_WORLD`` is off (tests of the SQL engine); and while a process
-  reads a large world for the first time with no snapshot file of the
-  node to start from (``_ready``: a cold node answers in a second, not
-  after the seven a million providers take to read).
+  reads a large world from a database server for the first time with no
+  snapshot file of the node to start from (``_ready``: a cold node
+  answers in a second, not after the seven a million providers take).
 
 Both apply the rules of rules.py and hand their groups to the same
 combiner (combine.py). Explain (explain.py) reads the same world through
@@ -62,46 +62,57 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     if USE_WORLD:
         with db_api.one_statement_reader(ctx) as conn:
             the_world = world_mod.for_connection(conn)
-            if the_world is not None and _ready(ctx, conn, the_world):
+            how = _ready(ctx, conn, the_world) if the_world else None
+            if how is not None:
                 with the_world.lock:
-                    the_world.refresh(ctx, conn)
-                    return search.find_in_world(ctx, conn, the_world,
-                                                groups, wide, **options)
+                    # After waiting for this process's read: unless it
+                    # failed (the database answers then).
+                    if how == 'now' or the_world.loads:
+                        the_world.refresh(ctx, conn)
+                        return search.find_in_world(
+                            ctx, conn, the_world, groups, wide, **options)
     return sql.find_in_database(ctx, groups, wide, **options)
 
 
 def _ready(ctx, conn, the_world):
-    """Whether ``the_world`` answers now: once loaded, or when loading it
-    is quick. A first load that reads a large world from the database (a
+    """Whether ``the_world`` answers: 'now' once loaded, or when loading
+    it is quick; 'after' this process's read of it; None: the SQL engine
+    answers. A first load that reads a large world from the database (a
     node starting with no snapshot file: 7 s at a million providers) runs
-    in a thread of its own, and until it is done the SQL engine answers
-    -- from the database, so as fresh -- rather than the request waiting
-    for it; a world half read never answers."""
+    in a thread of its own, and the request that started it, and those of
+    processes waiting for another's file, are answered by the SQL engine
+    -- from the database, so as fresh. The later requests of the process
+    reading the world wait for it (on the world's lock): answering them
+    from the database would take the CPU the read needs (a node answering
+    every request so took 29 s, not 8, to have every worker loaded). A
+    world half read never answers."""
     if the_world.loads:
-        return True
+        return 'now'
     with _LOADING_LOCK:
         if the_world.loading_apart:
-            return False
+            return 'after' if the_world.reading else None
         if not the_world.first_load_is_long(conn):
-            return True
+            return 'now'
         the_world.loading_apart = True
     threading.Thread(target=_load_apart, name='placement-world-load',
                      args=(the_world, conn.engine, ctx.config),
                      daemon=True).start()
-    return False
+    return None
 
 
 def _load_apart(the_world, engine, config):
     """The first load of ``the_world``, on a connection of its own."""
     ctx = placement_context.admin_context(config)
-    try:
-        with engine.connect() as conn, the_world.lock:
-            the_world.refresh(ctx, conn)
-    except Exception:
-        LOG.exception('Allocation candidates: reading the world failed; '
-                      'the database answers until a request tries again.')
-    finally:
-        the_world.loading_apart = False
+    with the_world.lock:
+        try:
+            with engine.connect() as conn:
+                the_world.refresh(ctx, conn)
+        except Exception:
+            LOG.exception('Allocation candidates: reading the world '
+                          'failed; the database answers until a request '
+                          'tries again.')
+        finally:
+            the_world.loading_apart = False
 
 
 @contextlib.contextmanager

@@ -309,6 +309,7 @@ class World:
         self._mysql = False
         self.loads = 0                  # full loads (tests)
         self.loading_apart = False      # see engine._ready
+        self.reading = False            # see _reading
         self._reset(snapshot.Snapshot(snapshot.build(
             [], [], [], [], [], None, {})))
 
@@ -373,9 +374,11 @@ class World:
 
     def first_load_is_long(self, conn):
         """Whether this world was never loaded and loading it means
-        reading at least READ_APART_FROM providers from the database:
-        no snapshot file of the node to start from."""
-        if self.loads:
+        reading at least READ_APART_FROM providers from a database
+        server: no snapshot file of the node to start from. (An embedded
+        SQLite file is for small clouds, and a read in another thread
+        there makes the requests' connections wait for its locks.)"""
+        if self.loads or conn.dialect.name == 'sqlite':
             return False
         if SHARED_DIR and snapshot.shareable(conn.engine):
             if snapshot.open_file(snapshot.path_for(
@@ -417,7 +420,7 @@ class World:
                     # waited.
                     if self._from_file(ctx, conn, path, epoch, current):
                         return 'caught up from the shared snapshot'
-                    data = self._bytes(conn, epoch, current)
+                    data = self._reading(conn, epoch, current)
                     snapshot.write_file(path, data)
                     snap = snapshot.open_file(path)
             except OSError as exc:
@@ -431,7 +434,7 @@ class World:
         if snap is None:
             snap = snapshot.Snapshot(
                 data if data is not None else
-                self._bytes(conn, epoch, current))
+                self._reading(conn, epoch, current))
         self._use(ctx, snap)
         self.slots = current
         PROVIDERS_READ.inc(self.count)
@@ -461,6 +464,15 @@ class World:
             self.slots = current
             PROVIDERS_READ.inc(len(ids))
         return True
+
+    def _reading(self, conn, epoch, current):
+        """_bytes, ``reading`` meanwhile: this process reads the world
+        from the database now (not waiting for another's file)."""
+        self.reading = True
+        try:
+            return self._bytes(conn, epoch, current)
+        finally:
+            self.reading = False
 
     def _bytes(self, conn, epoch, current):
         """A snapshot of every provider, read now, as bytes."""
