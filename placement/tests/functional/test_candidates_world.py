@@ -493,7 +493,7 @@ def test_sql_by_hand_is_seen_and_reload_loads_everything(tmp_path):
 
 
 @pytest.mark.parametrize('odd', ['short-uuid', 'ünïcode-%028d' % 7,
-                                 'with"quote\\back-%021d' % 7])
+                                 'with"quote\\back-%020d' % 7])
 def test_any_uuid_sql_by_hand_wrote_is_answered_as_written(odd,
                                                            monkeypatch):
     """A provider uuid is a string column: whatever SQL by hand put
