@@ -89,15 +89,6 @@ def _quoted_list(uuids):
     return quoted
 
 
-def _quoted_encoded(uuids):
-    """_quoted_list of encoded uuids (model.Tree's)."""
-    if None not in uuids:
-        raw = b''.join(uuids)
-        if raw.isascii() and not raw.translate(None, _PLAIN):
-            return (b'"%s"' % b'"\0"'.join(uuids)).split(b'\0')
-    return _quoted_list([u if u is None else u.decode() for u in uuids])
-
-
 def _quoted(uuid_of):
     """{rp: the JSON string of its uuid} (see _quoted_list)."""
     return dict(zip(uuid_of, _quoted_list(list(uuid_of.values()))))
@@ -334,7 +325,8 @@ def _tree_entries(tree, parts, nested):
         values = list(uuids)
         template = quoting
     else:
-        values = _quoted_encoded(uuids)
+        values = _quoted_list([u if u is None else u.decode()
+                               for u in uuids])
         template = quoted
     values += map(parts.__getitem__, tree.parts)
     return template % tuple(map(values.__getitem__, order))

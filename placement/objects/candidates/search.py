@@ -539,16 +539,20 @@ def _batches(roots, cap, found):
             size *= 4
 
 
-def _walk(req, batches, cap, wide, nested_aware, strategy, roots):
-    """Candidates from the trees under ``batches`` (an iterator of lists
-    of roots; None: ``roots`` in _batches), anchor by anchor in each
-    batch's order (breadth-first: round-robin across one batch's
-    anchors), up to ``cap``."""
+def _walk(req, roots, cap, wide, nested_aware, strategy):
+    """Candidates from the trees under ``roots``, a batch of them at a
+    time (_batches; breadth-first: the SQL engine's windows, for the same
+    round-robin across one window's anchors), anchor by anchor in each
+    batch's order, up to ``cap``."""
     isolate = wide.group_policy == 'isolate'
     has_trees = req.trees
     found = []
-    if batches is None:
+    if strategy != 'breadth-first':
         batches = _batches(iter(roots), cap, found)
+    elif cap is not None:
+        batches = _windows(req, roots, cap)
+    else:
+        batches = iter([list(roots)])
     providers = req.providers()
     seen = set()
     for batch in batches:
@@ -714,14 +718,7 @@ def _find(req, wide, nested_aware, max_candidates, strategy, randomize):
     if g is not None:
         found = _flat(req, g, iter(roots), cap)
     else:
-        if strategy == 'breadth-first':
-            # The SQL engine's windows, for the same round-robin.
-            batches = (_windows(req, roots, cap) if cap is not None
-                       else iter([list(roots)]))
-        else:
-            batches = None
-        found = _walk(req, batches, cap, wide, nested_aware, strategy,
-                      roots)
+        found = _walk(req, roots, cap, wide, nested_aware, strategy)
     if randomize:
         # As upstream: a sample of what max_allocation_candidates let be
         # generated, or all of it shuffled.
