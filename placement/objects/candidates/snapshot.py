@@ -29,11 +29,11 @@ import pickle
 import struct
 import tempfile
 
-_MAGIC = b'PLWORLD3'
+_MAGIC = b'PLWORLD4'
 _UUID = 36
 # The columns, in the order they are laid out: name -> array typecode.
 _COLUMNS = (('ids', 'q'), ('parent', 'q'), ('root', 'q'), ('kind', 'i'),
-            ('troot', 'q'), ('tstart', 'q'), ('byid', 'q'),
+            ('troot', 'q'), ('tstart', 'q'), ('tshape', 'i'), ('byid', 'q'),
             ('byid_pos', 'i'), ('posof', 'i'), ('byuuid_pos', 'i'),
             ('trait_keys', 'q'), ('trait_start', 'q'), ('trait_ids', 'q'),
             ('trait_rstart', 'q'), ('trait_roots', 'q'),
@@ -72,6 +72,9 @@ class Snapshot:
         # position -> uuid, for the uuids not 36 ASCII characters (SQL
         # by hand can write any string there): not in the column.
         self.odd_uuids = head['odd_uuids']
+        # Tree shapes: (parent per provider, as an index into the tree's
+        # run, None for none; the root's index), for column tshape.
+        self.shapes = head['shapes']
 
     # -- lookups -----------------------------------------------------------
 
@@ -118,6 +121,16 @@ class Snapshot:
         if i < len(self.troot) and self.troot[i] == root:
             return self.tstart[i], self.tstart[i + 1]
         return 0, 0
+
+    def tree_and_shape(self, root):
+        """(start, end, shape): tree(), and the index of its shape in
+        ``shapes`` (-1: a parent or the root is in another run)."""
+        if type(root) is not int:
+            return 0, 0, -1
+        i = bisect.bisect_left(self.troot, root)
+        if i < len(self.troot) and self.troot[i] == root:
+            return self.tstart[i], self.tstart[i + 1], self.tshape[i]
+        return 0, 0, -1
 
     def ids_with_uuid(self, uuid):
         """(exact, id) of the providers whose uuid is ``uuid`` in any
@@ -234,6 +247,8 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     cols['troot'].extend([roots[pos] for pos in starts])
     cols['tstart'].extend(starts)
     cols['tstart'].append(n)
+    shapes = _tree_shapes(ids, [row[3] for row in rows], roots, starts,
+                          cols['tshape'])
     by_id = sorted(range(n), key=ids.__getitem__)
     cols['byid'].extend([ids[p] for p in by_id])
     cols['byid_pos'].extend(by_id)
@@ -268,7 +283,28 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
         cols[of + '_rstart'].append(len(cols[of + '_roots']))
     return _pack(cols, uuids, dict(epoch=epoch, slots=slots, n=n,
                                    children=children, kinds=kinds,
-                                   id_lo=id_lo, odd_uuids=odd))
+                                   id_lo=id_lo, odd_uuids=odd,
+                                   shapes=shapes))
+
+
+def _tree_shapes(ids, parents, roots, starts, column):
+    """The distinct shapes of the trees (see Snapshot.shapes), each
+    tree's index among them appended to ``column``: worked out once per
+    node here, not per tree a process renders (a random sample's thousand
+    trees are new each time)."""
+    shapes = {}
+    ends = starts[1:] + [len(ids)]
+    for start, end in zip(starts, ends):
+        run = ids[start:end]
+        index = dict(zip(run, range(end - start)))
+        tree_parents = parents[start:end]
+        shape = (tuple(map(index.get, tree_parents)), index.get(roots[start]))
+        if shape[1] is None or shape[0].count(None) != (
+                tree_parents.count(None) + tree_parents.count(0)):
+            column.append(-1)
+        else:
+            column.append(shapes.setdefault(shape, len(shapes)))
+    return list(shapes)
 
 
 def _pack(cols, uuids, head):

@@ -540,7 +540,10 @@ class World:
         self._cache = {}                # id -> Rec made from the base
         self._made_trees = {}           # root -> model.Tree, see tree()
         self._made_trees_size = 0       # providers in them (about)
-        self._layouts = {}              # root -> model.Layout, the base's
+        self._layouts = {}              # root -> model.Layout, see tree()
+        self._shapes = [                # the base's tree shapes
+            model.Layout.of(parents, root, len(parents))
+            for parents, root in snap.shapes]
         self._roots_by = {}             # (of, key) -> the base's roots
         self._ov_kinds = {}             # root -> tree_kinds, changed trees
         self.roots = array.array('q', snap.troot)   # sorted root ids
@@ -777,39 +780,65 @@ class World:
     def tree(self, root):
         """The model.Tree of the tree under ``root``, kept until the tree
         changes: a tree's providers are made only for its summaries, from
-        the snapshot's columns (the combiner makes the few it looks at)."""
+        the snapshot's columns (the combiner makes the few it looks at).
+        Its Layout is the snapshot's shape of the tree, or worked out and
+        kept per root until the tree changes."""
         tree = self._made_trees.get(root)
         if tree is not None:
             return tree
-        parts = self._parts
+        base = self.base
+        start, end, shape = base.tree_and_shape(root)
         mine = self._tree_ov.get(root)
         if mine is None:
-            base = self.base
-            start, end = base.tree(root)
+            ids = None
             uuids = base.uuids_between(start, end)
             kinds = base.kind[start:end].tolist()
-            layout = self._layouts.get(root)
-            if layout is not None:
-                # The tree's shape was worked out before: what a random
-                # sample's trees cost is then a few reads of the columns.
-                tree = model.Tree(uuids, list(map(parts.__getitem__, kinds)),
-                                  layout)
-            else:
-                tree = model.Tree.of(
-                    base.ids[start:end].tolist(), uuids,
-                    list(map(parts.__getitem__, kinds)),
-                    base.parent[start:end].tolist(), root, self._uuid)
-                if tree.layout.size == end - start:
-                    self._layouts[root] = tree.layout
+            layout = self._shapes[shape] if shape >= 0 else None
         else:
-            recs = list(map(self.rps.__getitem__, mine))
-            tree = model.Tree.of(
-                mine, [rec.uuid.encode() for rec in recs],
-                [parts[rec.kind] for rec in recs],
-                [rec.parent for rec in recs], root, self._uuid)
+            ids = mine
+            uuids, parent_ids, same = self._tree_columns(start, end, mine)
+            kinds = self.tree_kinds(root)
+            layout = self._shapes[shape] if same and shape >= 0 else None
+        parts = list(map(self._parts.__getitem__, kinds))
+        if layout is None:
+            layout = self._layouts.get(root)
+        if layout is not None:
+            tree = model.Tree(uuids, parts, layout)
+        else:
+            if ids is None:
+                ids = base.ids[start:end].tolist()
+                parent_ids = base.parent[start:end].tolist()
+            tree = model.Tree.of(ids, uuids, parts, parent_ids, root,
+                                 self._uuid)
+            if tree.layout.size == len(ids):
+                self._layouts[root] = tree.layout
         self._made_trees[root] = tree
-        self._made_trees_size += len(tree.parts)
+        self._made_trees_size += len(parts)
         return tree
+
+    def _tree_columns(self, start, end, ids):
+        """(uuids, parent ids, same) of the providers ``ids`` of a tree
+        changed since the snapshot, whose run there is ``start`` to
+        ``end``; ``same``: the providers and parents are the run's. Mostly
+        the snapshot's own (a write changes one provider's usage, not the
+        tree): read from its columns, with what changed put over them (no
+        record made for the others)."""
+        base = self.base
+        if base.ids[start:end].tolist() == ids:
+            uuids = list(base.uuids_between(start, end))
+            parents = base.parent[start:end].tolist()
+            same = True
+            changed = self.changed
+            for i, rid in enumerate(ids):
+                rec = changed.get(rid)
+                if rec is not None:
+                    uuids[i] = rec.uuid.encode()
+                    same = same and (rec.parent or 0) == parents[i]
+                    parents[i] = rec.parent
+            return uuids, parents, same
+        recs = list(map(self.rps.__getitem__, ids))
+        return ([rec.uuid.encode() for rec in recs],
+                [rec.parent for rec in recs], False)
 
     def _uuid(self, rid):
         """The uuid of provider ``rid`` (encoded), None if there is none."""
