@@ -314,7 +314,7 @@ def _tree_entries(tree, parts, nested):
     if made is None or made[0] != nested:
         made = tree.layout.summary = (nested, _templates(tree.layout,
                                                          nested))
-    quoting, quoted, order = made[1]
+    quoting, quoted, pick = made[1]
     uuids = tree.uuids
     if None not in uuids:
         raw = b''.join(uuids)
@@ -329,12 +329,13 @@ def _tree_entries(tree, parts, nested):
                                for u in uuids])
         template = quoted
     values += map(parts.__getitem__, tree.parts)
-    return template % tuple(map(values.__getitem__, order))
+    return template % pick(values)
 
 
 def _templates(layout, nested):
     """(template quoting the uuids, template of uuids quoted already,
-    which of a tree's uuids and then parts fill them, in order)."""
+    what picks the values filling them from a tree's uuids then parts:
+    an operator.itemgetter, a tuple in one C call)."""
     def template(uuid):
         pieces = []
         for parent in layout.parents:
@@ -357,7 +358,8 @@ def _templates(layout, nested):
             if parent is not None:
                 order.append(parent)
             order.append(layout.root)
-    return template(b'"%s"'), template(b'%s'), tuple(order)
+    # At least two values (a uuid and its part): itemgetter gives a tuple.
+    return template(b'"%s"'), template(b'%s'), operator.itemgetter(*order)
 
 
 def _part(part, shape):

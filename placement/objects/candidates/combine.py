@@ -197,10 +197,13 @@ class _Search:
             if alone is not None and not alone.required:
                 # Nothing to judge but the class lists (a thousand
                 # anchors of the plain request: no generator each).
+                # (Each list holds only providers able to serve its
+                # class alone: see model.Group.)
                 per_rc = alone.by_anchor.get(anchor)
-                lists = (self._class_lists(0, alone, per_rc)
-                         if per_rc is not None else None)
-                return zip(itertools.product(*lists)) if lists else iter(())
+                if per_rc is None:
+                    return iter(())
+                return zip(itertools.product(*[
+                    per_rc.get(rc, ()) for rc, _amount in alone.resources]))
         return iter(self._place(0, anchor))
 
     def injective(self, anchor):
@@ -509,8 +512,9 @@ class Checker:
         search.forced = picks
         group = self._alone
         if group is not None:
-            return (search._class_lists(0, group, None) is not None and
-                    search._unnumbered_traits_ok(group, picks[0]))
+            # Drawn from its class lists, which the engines filled with
+            # providers able to serve the class alone (model.Group).
+            return search._unnumbered_traits_ok(group, picks[0])
         # Run to the end (at most one result): the search gives back what
         # it took only when it finishes.
         return sum(1 for _ in search.run(anchor)) > 0

@@ -186,9 +186,14 @@ class Group:
     ``resources`` is a list of (rc_name, amount). For a numbered group
     (``same_provider``) ``by_anchor`` maps anchor root id -> list of
     provider ids that alone satisfy the whole group; for the unnumbered
-    group it maps anchor root id -> {rc_name: [provider ids]}.
-    ``required`` (list of any-of name sets) and ``forbidden`` are checked
-    here only for the unnumbered group.
+    group it maps anchor root id -> {rc_name: [provider ids]}, each
+    provider able to serve that class's amount alone. Every provider
+    listed also passes the group's own trait and aggregate rules (the
+    engines gather them so: rules.serves, rules.group_verdict); the
+    combiner judges what the lists cannot: amounts added up where groups
+    share a provider, isolate, same_subtree, one provider per tree, and
+    the unnumbered group's ``required`` (list of any-of name sets) over
+    the providers picked (its ``forbidden`` again where it searches).
     """
 
     __slots__ = ('suffix', 'same_provider', 'resources', 'amounts',

@@ -114,13 +114,18 @@ def test_unnumbered_group_spreads_over_tree_and_checks_traits():
 
 
 def test_unnumbered_forbidden_trait_on_any_used_provider():
+    # The engines list no provider with a forbidden trait (model.Group);
+    # a search of several groups judges them again all the same.
     provs = world(
         P(1, 'cn', None, 1, inventory={'VCPU': inv(4)}),
         P(2, 'numa', 1, 1, traits={'CUSTOM_BAD'},
           inventory={'VCPU': inv(4), 'MEMORY_MB': inv(1024)}))
     g = G('', [('VCPU', 1), ('MEMORY_MB', 256)],
           {1: {'VCPU': [1, 2], 'MEMORY_MB': [2]}}, forbidden={'CUSTOM_BAD'})
-    assert run(provs, [g]) == []
+    g1 = G('1', [('VCPU', 1)], {1: [1]})
+    assert run(provs, [g, g1]) == []
+    g.forbidden = frozenset()
+    assert len(run(provs, [g, g1])) == 2
 
 
 def test_any_of_traits_collectively():
@@ -384,16 +389,23 @@ def test_search_and_checker_follow_the_rules_on_random_trees():
                                       for rc in rnd.sample(
                                           classes, rnd.randint(0, 2))}))
         provs = world(*provs)
+        # The lists as the engines gather them (model.Group): providers
+        # able to serve the amount alone, with no forbidden trait.
         wanted = rnd.sample(classes, rnd.randint(1, 3))
-        groups = [G('', [(rc, rnd.randint(1, 2)) for rc in wanted],
+        amounts = [(rc, rnd.randint(1, 2)) for rc in wanted]
+        forbidden = set('C' * rnd.randint(0, 1))
+        groups = [G('', amounts,
                     {1: {rc: [p.id for p in provs.values()
-                              if rc in p.inventory] for rc in wanted}},
+                              if rules.fits_alone(p.inventory, [(rc, amt)])
+                              and forbidden.isdisjoint(p.traits)]
+                         for rc, amt in amounts}},
                     required=[set(rnd.sample('AB', 1))] * rnd.randint(0, 1),
-                    forbidden=set('C' * rnd.randint(0, 1)))]
+                    forbidden=forbidden)]
         for suffix in '12'[:rnd.randint(0, 2)]:
             rc = rnd.choice(classes)
             groups.append(G(suffix, [(rc, 1)], {1: [
-                p.id for p in provs.values() if rc in p.inventory]}))
+                p.id for p in provs.values()
+                if rules.fits_alone(p.inventory, [(rc, 1)])]}))
         options = dict(
             isolate=rnd.random() < 0.5,
             same_subtrees=([{'', '1'}] if len(groups) > 1 and
