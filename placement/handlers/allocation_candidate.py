@@ -316,7 +316,9 @@ def _tree_entries(tree, parts, nested):
                                                          nested))
     quoting, quoted, pick = made[1]
     uuids = tree.uuids
-    if None not in uuids:
+    if tree.canonical:
+        plain = True
+    elif None not in uuids:
         raw = b''.join(uuids)
         plain = raw.isascii() and not raw.translate(None, _PLAIN)
     else:

@@ -112,15 +112,18 @@ class Tree:
     are in ``uuids`` (which may end with uuids that are not the tree's
     providers', see Layout; None where there is no such provider).
     ``summary`` is the handler's cache of what the tree renders to (see
-    Part): the world keeps a Tree until the tree changes."""
+    Part): the world keeps a Tree until the tree changes. ``canonical``:
+    its uuids are known to be hex digits and dashes (the handler checks
+    them otherwise)."""
 
-    __slots__ = ('uuids', 'parts', 'layout', 'summary')
+    __slots__ = ('uuids', 'parts', 'layout', 'summary', 'canonical')
 
-    def __init__(self, uuids, parts, layout):
+    def __init__(self, uuids, parts, layout, canonical=False):
         self.uuids = uuids
         self.parts = parts
         self.layout = layout
         self.summary = None
+        self.canonical = canonical
 
     @classmethod
     def of(cls, ids, uuids, parts, parent_ids, root_id, elsewhere):

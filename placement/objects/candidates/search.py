@@ -264,8 +264,16 @@ class _Request:
                         g.forbidden_aggs)
         tree_root = g.tree_root
         last = None
-        for rec, fitting in zip(batch.recs(fits), filter(None, fits)):
-            root = rec.root
+        # Records only where a filter reads one (a random sample's trees
+        # are new each time: made later, if picked).
+        fitting_ids = itertools.compress(batch.ids, fits)
+        if filtered:
+            rows = ((rec.id, rec.root, rec) for rec in map(
+                batch.rps.__getitem__, fitting_ids))
+        else:
+            rows = zip(fitting_ids, itertools.compress(batch.roots, fits),
+                       itertools.repeat(None))
+        for (rid, root, rec), fitting in zip(rows, filter(None, fits)):
             if tree_root is not None and root != tree_root:
                 continue
             if filtered and not passes(g, rec):
@@ -275,13 +283,13 @@ class _Request:
                 mine = out[root] = [] if numbered else {}
                 last = root
             if numbered:
-                mine.append(rec.id)
+                mine.append(rid)
                 continue
             for name in fitting:
                 per_rc = mine.get(name)
                 if per_rc is None:
                     per_rc = mine[name] = []
-                per_rc.append(rec.id)
+                per_rc.append(rid)
         return out
 
     @staticmethod
@@ -478,14 +486,14 @@ class _Batch:
     """The providers of the trees under some roots, in the roots' order
     then by id, as the groups of one batch read them: their ids, the
     index of the kind each is (world.Kind: providers alike share one, so
-    what an inventory serves is judged once per kind) and the distinct
-    kinds' inventories. A provider's record is made only when a group
-    looks at it (``recs``)."""
+    what an inventory serves is judged once per kind), their roots and
+    the distinct kinds' inventories. A provider's record is made only
+    when a group's filter reads it (``recs``)."""
 
-    __slots__ = ('ids', 'inv_keys', 'invs', 'rps')
+    __slots__ = ('ids', 'inv_keys', 'roots', 'invs', 'rps')
 
     def __init__(self, world, roots):
-        self.ids, self.inv_keys = world.tree_rows(roots)
+        self.ids, self.inv_keys, self.roots = world.tree_rows(roots)
         kinds = world.kinds
         self.invs = {k: kinds[k].inv for k in set(self.inv_keys)}
         self.rps = world.rps

@@ -31,6 +31,8 @@ import tempfile
 
 _MAGIC = b'PLWORLD4'
 _UUID = 36
+# What a uuid the API wrote is made of (SQL by hand may write others).
+_CANONICAL = b'0123456789abcdefABCDEF-'
 # The columns, in the order they are laid out: name -> array typecode.
 _COLUMNS = (('ids', 'q'), ('parent', 'q'), ('root', 'q'), ('kind', 'i'),
             ('troot', 'q'), ('tstart', 'q'), ('tshape', 'i'), ('byid', 'q'),
@@ -72,6 +74,8 @@ class Snapshot:
         # position -> uuid, for the uuids not 36 ASCII characters (SQL
         # by hand can write any string there): not in the column.
         self.odd_uuids = head['odd_uuids']
+        # Every uuid is hex digits and dashes (JSON takes them as they are).
+        self.canonical = head['canonical']
         # Tree shapes: (parent per provider, as an index into the tree's
         # run, None for none; the root's index), for column tshape.
         self.shapes = head['shapes']
@@ -233,9 +237,11 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     cols['kind'].extend(per_provider)
     uuid_list = [row[2] for row in rows]
     joined = ''.join(uuid_list)
+    canonical = False
     if joined.isascii() and all(len(u) == _UUID for u in uuid_list):
         odd = {}
         uuids = joined.encode('ascii')
+        canonical = not uuids.translate(None, _CANONICAL)
     else:
         odd = {pos: u for pos, u in enumerate(uuid_list)
                if len(u) != _UUID or not u.isascii()}
@@ -284,7 +290,7 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     return _pack(cols, uuids, dict(epoch=epoch, slots=slots, n=n,
                                    children=children, kinds=kinds,
                                    id_lo=id_lo, odd_uuids=odd,
-                                   shapes=shapes))
+                                   canonical=canonical, shapes=shapes))
 
 
 def _tree_shapes(ids, parents, roots, starts, column):

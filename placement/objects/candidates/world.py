@@ -669,17 +669,18 @@ class World:
         return kinds
 
     def tree_rows(self, roots):
-        """(ids, kinds): the providers of the trees under ``roots``, in
-        that order then by id, and the index of each one's kind.
+        """(ids, kinds, roots): the providers of the trees under
+        ``roots``, in that order then by id, the index of each one's kind
+        and its root.
 
         A walk's batch is mostly runs of the snapshot's roots one after
         another, whose trees are runs of positions one after another: each
-        run is read in two slices (a thousand trees in a few)."""
+        run is read in a few slices (a thousand trees in a few)."""
         base = self.base
         overlay = self._tree_ov
         troot, tstart = base.troot, base.tstart
         count = len(troot)
-        ids, kinds = [], []
+        ids, kinds, tree_roots = [], [], []
         start = end = None          # the run of positions being gathered
         nxt = None                  # troot index a run would go on with
         for root in roots:
@@ -692,6 +693,7 @@ class World:
                 if start is not None:
                     ids += base.ids[start:end].tolist()
                     kinds += base.kind[start:end].tolist()
+                    tree_roots += base.root[start:end].tolist()
                     start = None
                 nxt = bisect.bisect_left(troot, root)
                 if nxt < count and troot[nxt] == root:
@@ -703,14 +705,17 @@ class World:
             if start is not None:
                 ids += base.ids[start:end].tolist()
                 kinds += base.kind[start:end].tolist()
+                tree_roots += base.root[start:end].tolist()
                 start = None
             nxt = None
             ids += mine
             kinds += self.tree_kinds(root)
+            tree_roots += [root] * len(mine)
         if start is not None:
             ids += base.ids[start:end].tolist()
             kinds += base.kind[start:end].tolist()
-        return ids, kinds
+            tree_roots += base.root[start:end].tolist()
+        return ids, kinds, tree_roots
 
     def roots_with_any(self, of, keys):
         """The roots of the trees with a provider having one of ``keys``
@@ -803,7 +808,8 @@ class World:
         if layout is None:
             layout = self._layouts.get(root)
         if layout is not None:
-            tree = model.Tree(uuids, parts, layout)
+            tree = model.Tree(uuids, parts, layout,
+                              canonical=mine is None and base.canonical)
         else:
             if ids is None:
                 ids = base.ids[start:end].tolist()

@@ -96,3 +96,31 @@ def test_uuids_sql_by_hand_may_write(tmp_path):
             assert snap.ids_with_uuid(u) == [(True, rid)]
         assert snap.uuids_between(0, 5) == tuple(
             u.encode() for _, u, _p, _r in rows)
+        assert not snap.canonical
+
+
+def test_canonical_uuids(tmp_path):
+    # Hex digits and dashes in either case: rendered without a check.
+    # One character else (a quote 36 long) and the renderer checks.
+    rows = [(1, U % 1, None, 1), (2, (U % 2).upper(), None, 2)]
+    for snap in _snapshots(tmp_path, (rows, [], [], [], [])):
+        assert snap.canonical
+    rows.append((3, 'a"' + 'b' * 34, None, 3))
+    for snap in _snapshots(tmp_path, (rows, [], [], [], [])):
+        assert not snap.canonical
+
+
+def test_tree_shapes(tmp_path):
+    # Each tree's shape: its providers' parents as positions in its run,
+    # and its root's; trees alike share one. A parent in another tree
+    # (SQL by hand) leaves the tree without one (-1).
+    rows = [(1, U % 1, None, 1), (2, U % 2, 1, 1), (3, U % 3, 2, 1),
+            (4, U % 4, None, 4), (5, U % 5, 4, 4), (6, U % 6, 5, 4),
+            (7, U % 7, None, 7), (8, U % 8, 2, 7)]
+    for snap in _snapshots(tmp_path, (rows, [], [], [], [])):
+        one, four = snap.tree_and_shape(1), snap.tree_and_shape(4)
+        assert one[:2] == (0, 3) and four[:2] == (3, 6)
+        assert one[2] == four[2]
+        assert snap.shapes[one[2]] == ((None, 0, 1), 0)
+        assert snap.tree_and_shape(7)[2] == -1
+        assert snap.tree_and_shape(99) == (0, 0, -1)
