@@ -98,10 +98,6 @@ class _Request:
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
         self.debug = names.LOG.isEnabledFor(logging.DEBUG)
-        # suffix -> {index of a world.Kind: classes its inventory serves
-        # alone}; the world's kinds stay as long as the request (its lock
-        # held).
-        self._fit_memo = {}
         self._models = None             # see providers()
         self.groups = self._resolve(conn, groups)
 
@@ -254,8 +250,10 @@ class _Request:
                         out.setdefault(rec.root, []).append(rec.id)
             return out
         names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-        # Kept across batches: a sample looks at a few roots at a time.
-        memo = self._fit_memo.setdefault(g.suffix, {})
+        # Kept by the world across batches and requests (a sample looks
+        # at a few roots at a time; the same kinds come again and again).
+        memo = self.world.fits((g.numbered, tuple(
+            (rc, names[rc], amount) for rc, amount in g.amounts)))
         for key, inv in batch.invs.items():
             if key not in memo:
                 memo[key] = self._fitting(g, inv, names)

@@ -71,6 +71,8 @@ def _overlay_limit(n):
 
 # Providers made from the snapshot kept between requests, at most.
 _CACHE = 100000
+# Groups' amounts whose fits per kind are kept (see World.fits).
+_FIT_MEMOS = 256
 # Worlds of at least this many providers are shared through a file by
 # the processes of a node (``SHARED_DIR``; None: never).
 SHARE_FROM = 10000
@@ -546,6 +548,7 @@ class World:
             for parents, root in snap.shapes]
         self._roots_by = {}             # (of, key) -> the base's roots
         self._ov_kinds = {}             # root -> tree_kinds, changed trees
+        self._fits = {}                 # see fits()
         self.roots = array.array('q', snap.troot)   # sorted root ids
         self.children = snap.children   # providers with a parent
         self.count = snap.n             # providers
@@ -653,6 +656,18 @@ class World:
         self.by_agg.edit(rec.aggs, rec.id, present)
 
     # -- what a search asks -------------------------------------------------
+
+    def fits(self, amounts):
+        """{index of a Kind: what its inventory serves of ``amounts``}, a
+        search's memo (search._Request._fitting) for one group's amounts,
+        kept as long as the kinds: a Kind never changes once made (a new
+        inventory or usage is a new one)."""
+        memo = self._fits.get(amounts)
+        if memo is None:
+            if len(self._fits) >= _FIT_MEMOS:
+                self._fits = {}
+            memo = self._fits[amounts] = {}
+        return memo
 
     def tree_kinds(self, root):
         """The kinds of the providers of the tree under ``root``, in id
