@@ -347,10 +347,14 @@ def _pack(cols, uuids, head):
 # -- sharing through a file -------------------------------------------------
 
 def path_for(directory, engine):
-    """The snapshot file of the database ``engine`` connects to."""
+    """The snapshot file of the database ``engine`` connects to, in this
+    version's format: processes of two versions on one node (a rolling
+    upgrade) each keep a file they can read rather than replace the
+    other's."""
     url = engine.url.render_as_string(hide_password=True)
     name = hashlib.sha256(url.encode()).hexdigest()[:24]
-    return os.path.join(directory, 'world-%s' % name)
+    return os.path.join(directory, 'world-%s.%s' % (
+        name, _MAGIC.decode('ascii').lower()))
 
 
 def default_directory():

@@ -2,6 +2,7 @@
 lookup answers for a small world, read back from the bytes and from a
 mapped file."""
 import pytest
+import sqlalchemy
 
 from placement.objects.candidates import snapshot
 
@@ -124,3 +125,14 @@ def test_tree_shapes(tmp_path):
         assert snap.shapes[one[2]] == ((None, 0, 1), 0)
         assert snap.tree_and_shape(7)[2] == -1
         assert snap.tree_and_shape(99) == (0, 0, -1)
+
+
+def test_file_name_carries_the_format(tmp_path):
+    # Two versions on one node (a rolling upgrade) keep a file each: a
+    # process of one never maps, nor replaces, the other's.
+    engine = sqlalchemy.create_engine('sqlite://')
+    path = snapshot.path_for(str(tmp_path), engine)
+    assert path == snapshot.path_for(str(tmp_path), engine)
+    assert path.endswith('.' + snapshot._MAGIC.decode('ascii').lower())
+    other = sqlalchemy.create_engine('sqlite:///other')
+    assert snapshot.path_for(str(tmp_path), other) != path
