@@ -423,7 +423,8 @@ def inode(path):
 
 def write_file(path, data):
     """Write ``data`` to ``path`` whole: to a temporary file beside it,
-    then renamed over it."""
+    then renamed over it; then remove the files an older version left for
+    the same database (in /dev/shm they hold memory until a reboot)."""
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix='.world-')
     try:
@@ -434,3 +435,28 @@ def write_file(path, data):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _remove_older_formats(path)
+
+
+def _remove_older_formats(path):
+    """Remove the snapshot files of ``path``'s database in older formats
+    (``world-<db>`` before formats were named, ``world-<db>.plworldN``);
+    a process still mapping one keeps its mapping. Newer ones are left to
+    the newer version (a rollback: each keeps its own)."""
+    directory, ours = os.path.split(path)
+    stem, _dot, fmt = ours.rpartition('.')
+    if not (stem and fmt.startswith('plworld') and fmt[7:].isdigit()):
+        return
+    version = int(fmt[7:])
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            if name == stem:
+                older = True
+            elif name.startswith(stem + '.plworld'):
+                digits = name[len(stem) + len('.plworld'):]
+                older = digits.isdigit() and int(digits) < version
+            else:
+                older = False
+            if older:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(directory, name))

@@ -1,6 +1,8 @@
 """The columns of a world snapshot (candidates/snapshot.py): what each
 lookup answers for a small world, read back from the bytes and from a
 mapped file."""
+import os
+
 import pytest
 import sqlalchemy
 
@@ -136,3 +138,21 @@ def test_file_name_carries_the_format(tmp_path):
     assert path.endswith('.' + snapshot._MAGIC.decode('ascii').lower())
     other = sqlalchemy.create_engine('sqlite:///other')
     assert snapshot.path_for(str(tmp_path), other) != path
+
+
+def test_writing_removes_older_formats_of_the_database(tmp_path):
+    # What an older version left for the same database goes (it would
+    # hold memory in /dev/shm until a reboot); a newer version's file,
+    # lock files and other databases' files stay.
+    engine = sqlalchemy.create_engine('sqlite://')
+    path = snapshot.path_for(str(tmp_path), engine)
+    stem = os.path.basename(path).rpartition('.')[0]
+    older = [stem, stem + '.plworld3']
+    kept = [stem + '.plworld99', stem + '.plworld3.lock', stem + '.lock',
+            'world-0123456789abcdef01234567.plworld3']
+    for name in older + kept:
+        (tmp_path / name).write_bytes(b'x')
+    snapshot.write_file(path, snapshot.build(
+        PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {}))
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        kept + [os.path.basename(path)])
