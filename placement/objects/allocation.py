@@ -577,30 +577,41 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
 
 # --- reads ----------------------------------------------------------------
 
-@db_api.reader
+_BY_CONSUMER = (
+    sa.select(
+        _RP.c.uuid.label('resource_provider_uuid'),
+        _RP.c.generation.label('resource_provider_generation'),
+        _RC.c.name.label('resource_class'),
+        _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at,
+        _CONSUMER.c.generation.label('consumer_generation'),
+        _CONSUMER.c.consumer_type_id,
+        _CONSUMER_TYPE.c.name.label('consumer_type'),
+        _PROJECT.c.external_id.label('project_id'),
+        _USER.c.external_id.label('user_id'))
+    .select_from(
+        _ALLOC.join(_RP, _ALLOC.c.resource_provider_id == _RP.c.id)
+        .join(_RC, _ALLOC.c.resource_class_id == _RC.c.id)
+        .join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid)
+        .join(_PROJECT, _CONSUMER.c.project_id == _PROJECT.c.id)
+        .join(_USER, _CONSUMER.c.user_id == _USER.c.id)
+        .outerjoin(_CONSUMER_TYPE,
+                   _CONSUMER.c.consumer_type_id == _CONSUMER_TYPE.c.id))
+    .where(_ALLOC.c.consumer_id == sa.bindparam('consumer'))
+    .order_by(_ALLOC.c.id))
+
+
 def get_by_consumer(ctx, consumer_uuid):
     """The consumer's allocations, one Row per (provider, class), with the
     provider uuid and generation, class name, amount, timestamps, and the
-    consumer's generation, type id and project/user external ids."""
-    sel = (
-        sa.select(
-            _RP.c.uuid.label('resource_provider_uuid'),
-            _RP.c.generation.label('resource_provider_generation'),
-            _RC.c.name.label('resource_class'),
-            _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at,
-            _CONSUMER.c.generation.label('consumer_generation'),
-            _CONSUMER.c.consumer_type_id,
-            _PROJECT.c.external_id.label('project_id'),
-            _USER.c.external_id.label('user_id'))
-        .select_from(
-            _ALLOC.join(_RP, _ALLOC.c.resource_provider_id == _RP.c.id)
-            .join(_RC, _ALLOC.c.resource_class_id == _RC.c.id)
-            .join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid)
-            .join(_PROJECT, _CONSUMER.c.project_id == _PROJECT.c.id)
-            .join(_USER, _CONSUMER.c.user_id == _USER.c.id))
-        .where(_ALLOC.c.consumer_id == consumer_uuid)
-        .order_by(_ALLOC.c.id))
-    return ctx.session.execute(sel).all()
+    consumer's generation, type (id, and name: None when it has none) and
+    project/user external ids.
+
+    One statement (clients read a consumer before each rewrite of it):
+    outside a transaction where the database allows it, on a pooled
+    connection taken without the liveness ping; one found lost is
+    replaced and the read asked again."""
+    return db_api.one_statement_read(
+        ctx, _BY_CONSUMER, {'consumer': consumer_uuid})
 
 
 @db_api.reader
