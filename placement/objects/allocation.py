@@ -133,11 +133,12 @@ def resolve_owners(ctx, writes):
     return owners
 
 
-def _consumer_reader(with_owners, with_types):
+def _consumer_reader(with_owners, with_types, with_state=False):
     """The one-round-trip read of _read_consumers, built once per shape
     (``batch.Many``): parameters ``uuids`` and, with owners, ``projects``,
-    ``users`` and (with types) ``types``."""
-    key = (with_owners, with_types)
+    ``users`` and (with types) ``types``; with the provider state,
+    ``rp_uuids`` and ``rc_ids`` (see _provider_state_select)."""
+    key = (with_owners, with_types, with_state)
     many = _CONSUMER_READERS.get(key)
     if many is not None:
         return many
@@ -165,6 +166,8 @@ def _consumer_reader(with_owners, with_types):
                 _CONSUMER_TYPE.c.name, _CONSUMER_TYPE.c.id).where(
                 _CONSUMER_TYPE.c.name.in_(
                     sa.bindparam('types', expanding=True)))
+    if with_state:
+        selects['state'] = _provider_state_select(True, False)
     many = _CONSUMER_READERS[key] = batch.Many(**selects)
     return many
 
@@ -172,12 +175,17 @@ def _consumer_reader(with_owners, with_types):
 _CONSUMER_READERS = {}
 
 
-def _read_consumers(ctx, writes, owners):
+def _read_consumers(ctx, writes, owners, state_of=None):
     """The owners' ids (unless ``owners`` is given), the consumers and
     their current allocations (with or without a consumer row), in one
     round trip, in the caller's transaction: (owners, {uuid: consumer},
-    [allocation]). _OwnersMissing when a project, user or consumer type
-    must be created first."""
+    [allocation], state). _OwnersMissing when a project, user or consumer
+    type must be created first.
+
+    ``state_of`` (provider uuids, class ids) asks for _provider_state of
+    those in the same round trip (the state is None without it): when
+    no write empties a consumer, what it reads does not depend on the
+    consumers' current allocations."""
     params = {'uuids': sorted({w.uuid for w in writes})}
     types = sorted({w.consumer_type for w in writes if w.consumer_type})
     if owners is None:
@@ -185,8 +193,13 @@ def _read_consumers(ctx, writes, owners):
         params['users'] = sorted({w.user_id for w in writes})
         if types:
             params['types'] = types
-    found = _consumer_reader(owners is None, bool(types) and owners is None
-                             ).run(ctx, params)
+    if state_of is not None:
+        params['rp_uuids'], params['rc_ids'] = state_of
+    found = _consumer_reader(owners is None, bool(types) and owners is None,
+                             state_of is not None).run(ctx, params)
+    state = None
+    if state_of is not None:
+        state = _fold_state(found['state'])
     if owners is None:
         owners = _Owners(
             {r.external_id: r.id for r in found['projects']},
@@ -196,7 +209,8 @@ def _read_consumers(ctx, writes, owners):
                 or w.user_id not in owners.user_ids for w in writes)
                 or any(t not in owners.type_ids for t in types)):
             raise _OwnersMissing()
-    return owners, {r.uuid: r for r in found['consumers']}, found['current']
+    return (owners, {r.uuid: r for r in found['consumers']},
+            found['current'], state)
 
 
 # --- the write ----------------------------------------------------------
@@ -374,8 +388,12 @@ def _provider_state(ctx, rp_uuids, rp_ids, rc_ids):
         params['rp_uuids'] = rp_uuids
     if rp_ids:
         params['rp_ids'] = sorted(rp_ids)
-    rows = ctx.session.execute(
-        _provider_state_select(bool(rp_uuids), bool(rp_ids)), params).all()
+    return _fold_state(ctx.session.execute(
+        _provider_state_select(bool(rp_uuids), bool(rp_ids)), params))
+
+
+def _fold_state(rows):
+    """_ProviderState from the rows of _provider_state_select."""
     state = _ProviderState({}, {}, {})
     for r in rows:
         state.providers.setdefault(r.uuid, r)
@@ -454,41 +472,50 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
     statement: until then a lost connection has changed nothing.
 
     Round trips for one new consumer on one provider: the provider lock
-    (not on SQLite); owners, consumers and their current claims; providers
-    with inventory and usage; then the consumer, allocation and generation
-    writes (six statements; see doc/source/allocation-writes.rst).
+    (not on SQLite); owners, consumers, their current claims and the
+    providers with inventory and usage; then the consumer, allocation and
+    generation writes (five statements; see
+    doc/source/allocation-writes.rst).
     """
     # 0. Wait here for the other writers of these providers to finish,
     # so that what is read next is what they left and the generation CAS
     # (still the guard) rarely fails: no work thrown away and redone.
-    _lock_providers(ctx, _wanted_providers(writes))
+    wanted = _wanted_providers(writes)
+    _lock_providers(ctx, wanted)
     # 1. Owners, consumers and what they hold now, in one round trip;
     # the client's view of the consumer generations is checked first.
-    owners, consumers, current = _read_consumers(ctx, writes, owners)
-    _check_consumer_generations(writes, consumers)
-
-    # 2. Classes (cached), then providers with their generations,
-    # inventories and usage. A consumer whose set is emptied contributes
-    # its current (provider, class) pairs with amount 0, so those
-    # providers' generations move too, as upstream does.
+    # Classes come from a cache; when no write empties a consumer the
+    # providers' state (step 2) is read in that round trip too.
     try:
         rc_ids = _class_ids(ctx, writes)
-    except exception.ResourceClassNotFound:
-        _providers_by_uuid(ctx, writes)   # an unknown provider says so first
-        raise
-    rc_names = {v: k for k, v in rc_ids.items()}
+    except exception.ResourceClassNotFound as exc:
+        rc_ids, unknown_class = None, exc
     emptied = [w.uuid for w in writes if not w.allocations]
+    state_of = None
+    if rc_ids is not None and wanted and not emptied:
+        state_of = (wanted, sorted(rc_ids.values()))
+    owners, consumers, current, state = _read_consumers(
+        ctx, writes, owners, state_of)
+    _check_consumer_generations(writes, consumers)
+
+    # 2. Providers with their generations, inventories and usage. A
+    # consumer whose set is emptied contributes its current (provider,
+    # class) pairs with amount 0, so those providers' generations move
+    # too, as upstream does.
+    if rc_ids is None:
+        _providers_by_uuid(ctx, writes)   # an unknown provider says so first
+        raise unknown_class
+    rc_names = {v: k for k, v in rc_ids.items()}
     pairs = [(c.resource_provider_id, c.resource_class_id)
              for c in current if c.consumer_id in emptied]
     if pairs:
         rc_names.update(rc_obj.names_for_ids(
             ctx, sorted({p[1] for p in pairs})))
-    wanted = _wanted_providers(writes)
-    if not wanted and not pairs:
-        state = _ProviderState({}, {}, {})
-    else:
+    if state is None and (wanted or pairs):
         state = _provider_state(ctx, wanted, {p[0] for p in pairs},
                                 set(rc_names))
+    elif state is None:
+        state = _ProviderState({}, {}, {})
     providers = state.providers
     for rp_uuid in wanted:
         if rp_uuid not in providers:

@@ -62,13 +62,13 @@ def test_statements_per_put():
         # is written by the database's triggers: no statement of ours.
         assert new_log == 0, statements
         assert replace_log == 0
-    # Lock (not on SQLite); owners, consumer and its claims; providers with
-    # inventory and usage; insert consumer, insert claims, provider
-    # generation. A replacement deletes instead of inserting the consumer
-    # and bumps the consumer generation too.
+    # Lock (not on SQLite); owners, consumer and its claims with the
+    # providers' inventory and usage; insert consumer, insert claims,
+    # provider generation. A replacement deletes instead of inserting the
+    # consumer and bumps the consumer generation too.
     lock = 0 if test_db.backend() == 'sqlite' else 1
-    assert new == 5 + lock, statements
-    assert replace == 6 + lock
+    assert new == 4 + lock, statements
+    assert replace == 5 + lock
 
 
 def _kill_others(url):
