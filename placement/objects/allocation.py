@@ -542,20 +542,19 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
         _check_capacity(items, rc_names, state.inventories, usage,
                         state.usage if current else usage)
 
-    # 4. Consumers: create the new ones (at the generation this write
-    # gives them), update owner and type of the rest.
+    # 4. Consumers: the new ones are created (at the generation this
+    # write gives them), the owner and type of the rest updated.
     if progress is not None:
         progress['sent'] = True
     now = models._now()
-    to_bump = []
+    created, to_bump = [], []
     for w in writes:
         project_id = owners.project_ids[w.project_id]
         user_id = owners.user_ids[w.user_id]
         type_id = owners.type_ids.get(w.consumer_type)
         row = consumers.get(w.uuid)
         if row is None:
-            consumer_obj.create_in_txn(
-                ctx, w.uuid, project_id, user_id, type_id, generation=1)
+            created.append((w.uuid, project_id, user_id, type_id))
             continue
         to_bump.append((row.id, row.generation))
         changes = {}
@@ -566,12 +565,10 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
         if changes:
             consumer_obj.update_in_txn(ctx, row.id, **changes)
 
-    # 5. Out with the old (by primary key: no gap locks on MySQL).
-    if current:
-        ctx.session.execute(_DELETE_ALLOCATIONS,
-                            {'ids': sorted(c.id for c in current)})
-
-    # 6. In with the new.
+    # 5.-7. Out with the old allocations (by primary key: no gap locks on
+    # MySQL), in with the new, then the generations: every touched
+    # provider (a writer that raced us on one of them fails here and
+    # retries), then the existing consumers.
     rows = []
     for w in writes:
         for rp_uuid, resources in w.allocations.items():
@@ -581,25 +578,126 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
                              'consumer_id': w.uuid,
                              'resource_class_id': rc_ids[name],
                              'used': amount, 'created_at': now})
-    if rows:
-        ctx.session.execute(_ALLOC.insert(), rows)
-
-    # 7. Generations: every touched provider, in id order (a writer that
-    # raced us on one of them fails here and retries), then the existing
-    # consumers.
     touched = {rp.id: rp for rp, _rc, _n in items}
-    new_generations = {}
-    for rp_id in sorted(touched):
-        rp = touched[rp_id]
-        new_generations[rp.uuid] = rp_obj.increment_generation(
-            ctx, rp.id, rp.generation)
-    for consumer_id, generation in to_bump:
-        consumer_obj.increment_generation(ctx, consumer_id, generation)
+    old_ids = sorted(c.id for c in current)
+    if not emptied and ctx.session.get_bind().dialect.name == 'postgresql':
+        _write_in_one(ctx, now, created, old_ids, rows, touched, to_bump)
+    else:
+        _write_one_by_one(ctx, now, created, old_ids, rows, touched,
+                          to_bump)
 
     # 8. Consumers left with nothing are removed.
     if emptied:
         consumer_obj.delete_if_no_allocations(ctx, emptied)
-    return new_generations
+    return {rp.uuid: rp.generation + 1 for rp in touched.values()}
+
+
+def _write_one_by_one(ctx, now, created, old_ids, rows, touched, to_bump):
+    """Steps 4 to 7 of apply_in_txn, a statement each (a consumer
+    creation and a generation per statement); providers in id order."""
+    for uuid, project_id, user_id, type_id in created:
+        consumer_obj.create_in_txn(
+            ctx, uuid, project_id, user_id, type_id, generation=1)
+    if old_ids:
+        ctx.session.execute(_DELETE_ALLOCATIONS, {'ids': old_ids})
+    if rows:
+        ctx.session.execute(_ALLOC.insert(), rows)
+    for rp_id in sorted(touched):
+        rp = touched[rp_id]
+        rp_obj.increment_generation(ctx, rp.id, rp.generation)
+    for consumer_id, generation in to_bump:
+        consumer_obj.increment_generation(ctx, consumer_id, generation)
+
+
+def _write_in_one(ctx, now, created, old_ids, rows, touched, to_bump):
+    """Steps 4 to 7 of apply_in_txn as one statement of data-modifying
+    CTEs (PostgreSQL): the same rows and compare-and-swaps as
+    _write_one_by_one, in one round trip while the providers' lock is
+    held. Rows come as arrays (unnest). The CTEs share one snapshot: none
+    reads what another writes, and none needs to (the emptied consumers'
+    removal, which does, is left to its own statement)."""
+    shape = (bool(created), bool(old_ids), bool(rows), bool(touched),
+             bool(to_bump))
+    if not any(shape):
+        return
+    params = {'now': now}
+    if created:
+        (params['c_uuids'], params['c_projects'], params['c_users'],
+         params['c_types']) = (list(col) for col in zip(*created))
+    if old_ids:
+        params['old_ids'] = old_ids
+    if rows:
+        params['a_rps'] = [r['resource_provider_id'] for r in rows]
+        params['a_consumers'] = [r['consumer_id'] for r in rows]
+        params['a_rcs'] = [r['resource_class_id'] for r in rows]
+        params['a_used'] = [r['used'] for r in rows]
+    if touched:
+        ids = sorted(touched)
+        params['rp_ids'] = ids
+        params['rp_gens'] = [touched[i].generation for i in ids]
+    if to_bump:
+        params['cg_ids'] = [c for c, _g in to_bump]
+        params['cg_gens'] = [g for _c, g in to_bump]
+    found = ctx.session.execute(_write_statement(shape), params).one()
+    if found.providers != len(touched):
+        raise exception.ResourceProviderConcurrentUpdateDetected()
+    if found.consumers != len(to_bump):
+        raise exception.ConcurrentUpdateDetected()
+
+
+def _write_statement(shape):
+    """The statement of _write_in_one, built once per shape (which of
+    its parts the write needs)."""
+    statement = _WRITE_STATEMENTS.get(shape)
+    if statement is not None:
+        return statement
+    created, deleted, inserted, providers, bumped = shape
+    ctes = []
+    if created:
+        ctes.append(
+            'created AS (INSERT INTO consumers (uuid, project_id, user_id, '
+            'consumer_type_id, generation, created_at) '
+            'SELECT v.uuid, v.project_id, v.user_id, v.type_id, 1, :now '
+            'FROM unnest(CAST(:c_uuids AS VARCHAR[]), '
+            'CAST(:c_projects AS INTEGER[]), CAST(:c_users AS INTEGER[]), '
+            'CAST(:c_types AS INTEGER[])) '
+            'AS v(uuid, project_id, user_id, type_id))')
+    if deleted:
+        ctes.append('deleted AS (DELETE FROM allocations '
+                    'WHERE id = ANY(CAST(:old_ids AS INTEGER[])))')
+    if inserted:
+        ctes.append(
+            'inserted AS (INSERT INTO allocations (resource_provider_id, '
+            'consumer_id, resource_class_id, used, created_at) '
+            'SELECT v.rp, v.consumer, v.rc, v.used, :now '
+            'FROM unnest(CAST(:a_rps AS INTEGER[]), '
+            'CAST(:a_consumers AS VARCHAR[]), CAST(:a_rcs AS INTEGER[]), '
+            'CAST(:a_used AS INTEGER[])) AS v(rp, consumer, rc, used))')
+    counts = []
+    for name, table, ids, gens, wanted in (
+            ('providers', 'resource_providers', 'rp_ids', 'rp_gens',
+             providers),
+            ('consumers', 'consumers', 'cg_ids', 'cg_gens', bumped)):
+        if not wanted:
+            counts.append('0 AS %s' % name)
+            continue
+        ctes.append(
+            'bumped_%(name)s AS (UPDATE %(table)s AS t '
+            'SET generation = v.generation + 1, updated_at = :now '
+            'FROM unnest(CAST(:%(ids)s AS INTEGER[]), '
+            'CAST(:%(gens)s AS INTEGER[])) AS v(id, generation) '
+            'WHERE t.id = v.id AND t.generation = v.generation '
+            'RETURNING t.id)'
+            % {'name': name, 'table': table, 'ids': ids, 'gens': gens})
+        counts.append('(SELECT count(*) FROM bumped_%s) AS %s'
+                      % (name, name))
+    statement = sa.text('WITH %s SELECT %s' % (
+        ', '.join(ctes), ', '.join(counts)))
+    _WRITE_STATEMENTS[shape] = statement
+    return statement
+
+
+_WRITE_STATEMENTS = {}
 
 
 # --- reads ----------------------------------------------------------------
