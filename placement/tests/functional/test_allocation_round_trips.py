@@ -75,6 +75,40 @@ def test_statements_per_put():
         assert replace == 5 + lock
 
 
+def _get(app, consumer):
+    return webob.Request.blank(
+        '/allocations/' + consumer, method='GET',
+        headers=HEADERS).get_response(app)
+
+
+def test_statements_per_get():
+    """A client reads a consumer before each rewrite of it: one statement
+    (the consumer type's name joined in, not looked up after)."""
+    w = cw.WorldBuilder()
+    w.provider('cn')
+    w.inventory('cn', 'VCPU', 8)
+    w.inventory('cn', 'MEMORY_MB', 1024)
+    rp = w.by_name['cn']['uuid']
+    statements = []
+
+    def record(conn, cursor, statement, params, context, executemany):
+        statements.append(statement)
+
+    with gabbits.app_and_engine_over_world(w) as (app, engine):
+        consumer = str(uuid.uuid4())
+        assert _put(app, consumer, rp, None).status_int == 204
+        sa.event.listen(engine, 'before_cursor_execute', record)
+        try:
+            resp = _get(app, consumer)
+        finally:
+            sa.event.remove(engine, 'before_cursor_execute', record)
+    assert resp.status_int == 200
+    body = json.loads(resp.body)
+    assert body['consumer_type'] == 'INSTANCE'
+    assert body['consumer_generation'] == 1
+    assert len(statements) == 1, statements
+
+
 def _kill_others(url):
     """End every other client connection of our user to this database
     (through an engine of its own: the app's pool must keep its
@@ -122,3 +156,24 @@ def test_write_on_a_dropped_pooled_connection():
                 'SELECT used FROM allocations WHERE consumer_id = :c'),
                 {'c': consumer}).scalars().all()
         assert sorted(used) == [1, 64]   # stored once
+
+
+@pytest.mark.skipif(test_db.backend() == 'sqlite',
+                    reason='SQLite has no server to drop connections')
+def test_read_on_a_dropped_pooled_connection():
+    """GET /allocations/{consumer} skips the ping too; a connection found
+    lost is replaced and the read asked again."""
+    w = cw.WorldBuilder()
+    w.provider('cn')
+    w.inventory('cn', 'VCPU', 8)
+    w.inventory('cn', 'MEMORY_MB', 1024)
+    rp = w.by_name['cn']['uuid']
+    with gabbits.app_and_engine_over_world(w) as (app, engine):
+        consumer = str(uuid.uuid4())
+        assert _put(app, consumer, rp, None).status_int == 204
+        _kill_others(engine.url)
+        resp = _get(app, consumer)
+        assert resp.status_int == 200, resp.body
+        body = json.loads(resp.body)
+    assert body['allocations'][rp]['resources'] == {'VCPU': 1,
+                                                    'MEMORY_MB': 64}
