@@ -197,6 +197,23 @@ def one_statement_reader(ctx):
                 dbapi_conn.autocommit = False
 
 
+def one_statement_read(ctx, statement, params):
+    """The rows of one read-only ``statement`` (one_statement_reader), on
+    a connection checked out without the pool's ping (unpinged_checkout):
+    a read is safe to ask again, so one found lost is asked once more on
+    a checked connection."""
+    try:
+        with unpinged_checkout():
+            with one_statement_reader(ctx) as conn:
+                return conn.execute(statement, params).all()
+    except Exception as exc:
+        if not is_disconnect(exc):
+            raise
+    LOG.debug('Pooled connection lost; reading again on a checked one')
+    with one_statement_reader(ctx) as conn:
+        return conn.execute(statement, params).all()
+
+
 def _pg_idle(dbapi_conn):
     """No transaction open on this psycopg2 connection (a checkout
     listener may have begun one); psycopg2 refuses autocommit then."""

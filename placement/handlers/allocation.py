@@ -65,8 +65,9 @@ def list_for_consumer(req):
         if want.matches((1, 28)):
             body['consumer_generation'] = first.consumer_generation
         if want.matches((1, 38)):
-            body['consumer_type'] = consumer_obj.consumer_type_name(
-                context, first.consumer_type_id)
+            body['consumer_type'] = (
+                first.consumer_type
+                or consumer_obj.NULL_CONSUMER_TYPE_ALIAS)
     return util.json_response(req, body,
                               last_modified=_last_modified(req, rows))
 

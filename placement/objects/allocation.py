@@ -20,6 +20,7 @@ import typing
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from placement.db import api as db_api
 from placement.db import batch
@@ -133,38 +134,50 @@ def resolve_owners(ctx, writes):
     return owners
 
 
-def _consumer_reader(with_owners, with_types):
+def _in(column, name, pg):
+    """``column IN (:name...)``: on PostgreSQL ``column = ANY(:name)``
+    with the list as one array parameter (an expanding IN costs some
+    20 us of Python per execution to render its parameters), elsewhere an
+    expanding parameter."""
+    if pg:
+        return column == sa.any_(
+            sa.bindparam(name, type_=postgresql.ARRAY(column.type)))
+    return column.in_(sa.bindparam(name, expanding=True))
+
+
+def _consumer_reader(with_owners, with_types, with_state=False, pg=False):
     """The one-round-trip read of _read_consumers, built once per shape
     (``batch.Many``): parameters ``uuids`` and, with owners, ``projects``,
-    ``users`` and (with types) ``types``."""
-    key = (with_owners, with_types)
+    ``users`` and (with types) ``types``; with the provider state,
+    ``rp_uuids`` and ``rc_ids`` (see _provider_state_select). ``pg``:
+    lists as PostgreSQL arrays (_in)."""
+    key = (with_owners, with_types, with_state, pg)
     many = _CONSUMER_READERS.get(key)
     if many is not None:
         return many
-    uuids = sa.bindparam('uuids', expanding=True)
     selects = {
         'consumers': sa.select(
             _CONSUMER.c.id, _CONSUMER.c.uuid, _CONSUMER.c.generation,
             _CONSUMER.c.consumer_type_id, _CONSUMER.c.project_id,
-            _CONSUMER.c.user_id).where(_CONSUMER.c.uuid.in_(uuids)),
+            _CONSUMER.c.user_id).where(_in(_CONSUMER.c.uuid, 'uuids', pg)),
         'current': sa.select(
             _ALLOC.c.id, _ALLOC.c.consumer_id, _ALLOC.c.resource_provider_id,
             _ALLOC.c.resource_class_id, _ALLOC.c.used)
-        .where(_ALLOC.c.consumer_id.in_(uuids)),
+        .where(_in(_ALLOC.c.consumer_id, 'uuids', pg)),
     }
     if with_owners:
         selects['projects'] = sa.select(
             _PROJECT.c.external_id, _PROJECT.c.id).where(
-            _PROJECT.c.external_id.in_(
-                sa.bindparam('projects', expanding=True)))
+            _in(_PROJECT.c.external_id, 'projects', pg))
         selects['users'] = sa.select(
             _USER.c.external_id, _USER.c.id).where(
-            _USER.c.external_id.in_(sa.bindparam('users', expanding=True)))
+            _in(_USER.c.external_id, 'users', pg))
         if with_types:
             selects['types'] = sa.select(
                 _CONSUMER_TYPE.c.name, _CONSUMER_TYPE.c.id).where(
-                _CONSUMER_TYPE.c.name.in_(
-                    sa.bindparam('types', expanding=True)))
+                _in(_CONSUMER_TYPE.c.name, 'types', pg))
+    if with_state:
+        selects['state'] = _provider_state_select(True, False, pg)
     many = _CONSUMER_READERS[key] = batch.Many(**selects)
     return many
 
@@ -172,12 +185,17 @@ def _consumer_reader(with_owners, with_types):
 _CONSUMER_READERS = {}
 
 
-def _read_consumers(ctx, writes, owners):
+def _read_consumers(ctx, writes, owners, state_of=None, pg=False):
     """The owners' ids (unless ``owners`` is given), the consumers and
     their current allocations (with or without a consumer row), in one
     round trip, in the caller's transaction: (owners, {uuid: consumer},
-    [allocation]). _OwnersMissing when a project, user or consumer type
-    must be created first."""
+    [allocation], state). _OwnersMissing when a project, user or consumer
+    type must be created first.
+
+    ``state_of`` (provider uuids, class ids) asks for _provider_state of
+    those in the same round trip (the state is None without it): when
+    no write empties a consumer, what it reads does not depend on the
+    consumers' current allocations."""
     params = {'uuids': sorted({w.uuid for w in writes})}
     types = sorted({w.consumer_type for w in writes if w.consumer_type})
     if owners is None:
@@ -185,8 +203,13 @@ def _read_consumers(ctx, writes, owners):
         params['users'] = sorted({w.user_id for w in writes})
         if types:
             params['types'] = types
-    found = _consumer_reader(owners is None, bool(types) and owners is None
-                             ).run(ctx, params)
+    if state_of is not None:
+        params['rp_uuids'], params['rc_ids'] = state_of
+    found = _consumer_reader(owners is None, bool(types) and owners is None,
+                             state_of is not None, pg).run(ctx, params)
+    state = None
+    if state_of is not None:
+        state = _fold_state(found['state'])
     if owners is None:
         owners = _Owners(
             {r.external_id: r.id for r in found['projects']},
@@ -196,7 +219,8 @@ def _read_consumers(ctx, writes, owners):
                 or w.user_id not in owners.user_ids for w in writes)
                 or any(t not in owners.type_ids for t in types)):
             raise _OwnersMissing()
-    return owners, {r.uuid: r for r in found['consumers']}, found['current']
+    return (owners, {r.uuid: r for r in found['consumers']},
+            found['current'], state)
 
 
 # --- the write ----------------------------------------------------------
@@ -276,24 +300,26 @@ def _wanted_providers(writes):
         rp_uuid for w in writes for rp_uuid in w.allocations))
 
 
-def _lock_providers(ctx, rp_uuids):
+def _lock_providers(ctx, rp_uuids, dialect):
     """Row-lock the providers in id order (a fixed order: no deadlock
     between two writers of the same providers). SQLite needs none: its
     writers already run one at a time (BEGIN IMMEDIATE). On PostgreSQL
     the next statement's snapshot then shows the previous holder's commit;
     on MySQL this is the transaction's first statement when it can be,
     so its snapshot is taken after the lock too."""
-    if not rp_uuids or ctx.session.get_bind().dialect.name == 'sqlite':
+    if not rp_uuids or dialect == 'sqlite':
         return
-    ctx.session.execute(_LOCK_PROVIDERS, {'uuids': rp_uuids}).all()
+    ctx.session.execute(_LOCK_PROVIDERS[dialect == 'postgresql'],
+                        {'uuids': rp_uuids}).all()
 
 
 # The statements of the write, built once (building a statement costs
-# more Python than running it); lists are expanding parameters.
-_LOCK_PROVIDERS = (
-    sa.select(_RP.c.id)
-    .where(_RP.c.uuid.in_(sa.bindparam('uuids', expanding=True)))
-    .order_by(_RP.c.id).with_for_update())
+# more Python than running it); lists are expanding parameters, or
+# arrays on PostgreSQL (_in).
+_LOCK_PROVIDERS = {
+    pg: sa.select(_RP.c.id).where(_in(_RP.c.uuid, 'uuids', pg))
+    .order_by(_RP.c.id).with_for_update()
+    for pg in (False, True)}
 _DELETE_ALLOCATIONS = _ALLOC.delete().where(
     _ALLOC.c.id.in_(sa.bindparam('ids', expanding=True)))
 
@@ -332,11 +358,11 @@ class _ProviderState:
                          # still included
 
 
-def _provider_state_select(by_uuid, by_id):
+def _provider_state_select(by_uuid, by_id, pg=False):
     """The SELECT of _provider_state, built once per shape: parameters
     ``rp_uuids`` (when ``by_uuid``), ``rp_ids`` (when ``by_id``) and
-    ``rc_ids``."""
-    key = (by_uuid, by_id)
+    ``rc_ids`` (PostgreSQL arrays with ``pg``)."""
+    key = (by_uuid, by_id, pg)
     sel = _PROVIDER_STATE.get(key)
     if sel is not None:
         return sel
@@ -346,10 +372,9 @@ def _provider_state_select(by_uuid, by_id):
             .scalar_subquery())
     which = []
     if by_uuid:
-        which.append(_RP.c.uuid.in_(
-            sa.bindparam('rp_uuids', expanding=True)))
+        which.append(_in(_RP.c.uuid, 'rp_uuids', pg))
     if by_id:
-        which.append(_RP.c.id.in_(sa.bindparam('rp_ids', expanding=True)))
+        which.append(_in(_RP.c.id, 'rp_ids', pg))
     sel = _PROVIDER_STATE[key] = (
         sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation,
                   _INV.c.resource_class_id, _INV.c.total, _INV.c.reserved,
@@ -357,8 +382,7 @@ def _provider_state_select(by_uuid, by_id):
                   _INV.c.allocation_ratio, used.label('used'))
         .select_from(_RP.outerjoin(_INV, sa.and_(
             _INV.c.resource_provider_id == _RP.c.id,
-            _INV.c.resource_class_id.in_(
-                sa.bindparam('rc_ids', expanding=True)))))
+            _in(_INV.c.resource_class_id, 'rc_ids', pg))))
         .where(sa.or_(*which)))
     return sel
 
@@ -374,8 +398,12 @@ def _provider_state(ctx, rp_uuids, rp_ids, rc_ids):
         params['rp_uuids'] = rp_uuids
     if rp_ids:
         params['rp_ids'] = sorted(rp_ids)
-    rows = ctx.session.execute(
-        _provider_state_select(bool(rp_uuids), bool(rp_ids)), params).all()
+    return _fold_state(ctx.session.execute(
+        _provider_state_select(bool(rp_uuids), bool(rp_ids)), params))
+
+
+def _fold_state(rows):
+    """_ProviderState from the rows of _provider_state_select."""
     state = _ProviderState({}, {}, {})
     for r in rows:
         state.providers.setdefault(r.uuid, r)
@@ -454,41 +482,52 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
     statement: until then a lost connection has changed nothing.
 
     Round trips for one new consumer on one provider: the provider lock
-    (not on SQLite); owners, consumers and their current claims; providers
-    with inventory and usage; then the consumer, allocation and generation
-    writes (six statements; see doc/source/allocation-writes.rst).
+    (not on SQLite); owners, consumers, their current claims and the
+    providers with inventory and usage; then the consumer, allocation and
+    generation writes (five statements; see
+    doc/source/allocation-writes.rst).
     """
     # 0. Wait here for the other writers of these providers to finish,
     # so that what is read next is what they left and the generation CAS
     # (still the guard) rarely fails: no work thrown away and redone.
-    _lock_providers(ctx, _wanted_providers(writes))
+    wanted = _wanted_providers(writes)
+    dialect = ctx.session.get_bind().dialect.name
+    pg = dialect == 'postgresql'
+    _lock_providers(ctx, wanted, dialect)
     # 1. Owners, consumers and what they hold now, in one round trip;
     # the client's view of the consumer generations is checked first.
-    owners, consumers, current = _read_consumers(ctx, writes, owners)
-    _check_consumer_generations(writes, consumers)
-
-    # 2. Classes (cached), then providers with their generations,
-    # inventories and usage. A consumer whose set is emptied contributes
-    # its current (provider, class) pairs with amount 0, so those
-    # providers' generations move too, as upstream does.
+    # Classes come from a cache; when no write empties a consumer the
+    # providers' state (step 2) is read in that round trip too.
     try:
         rc_ids = _class_ids(ctx, writes)
-    except exception.ResourceClassNotFound:
-        _providers_by_uuid(ctx, writes)   # an unknown provider says so first
-        raise
-    rc_names = {v: k for k, v in rc_ids.items()}
+    except exception.ResourceClassNotFound as exc:
+        rc_ids, unknown_class = None, exc
     emptied = [w.uuid for w in writes if not w.allocations]
+    state_of = None
+    if rc_ids is not None and wanted and not emptied:
+        state_of = (wanted, sorted(rc_ids.values()))
+    owners, consumers, current, state = _read_consumers(
+        ctx, writes, owners, state_of, pg)
+    _check_consumer_generations(writes, consumers)
+
+    # 2. Providers with their generations, inventories and usage. A
+    # consumer whose set is emptied contributes its current (provider,
+    # class) pairs with amount 0, so those providers' generations move
+    # too, as upstream does.
+    if rc_ids is None:
+        _providers_by_uuid(ctx, writes)   # an unknown provider says so first
+        raise unknown_class
+    rc_names = {v: k for k, v in rc_ids.items()}
     pairs = [(c.resource_provider_id, c.resource_class_id)
              for c in current if c.consumer_id in emptied]
     if pairs:
         rc_names.update(rc_obj.names_for_ids(
             ctx, sorted({p[1] for p in pairs})))
-    wanted = _wanted_providers(writes)
-    if not wanted and not pairs:
-        state = _ProviderState({}, {}, {})
-    else:
+    if state is None and (wanted or pairs):
         state = _provider_state(ctx, wanted, {p[0] for p in pairs},
                                 set(rc_names))
+    elif state is None:
+        state = _ProviderState({}, {}, {})
     providers = state.providers
     for rp_uuid in wanted:
         if rp_uuid not in providers:
@@ -515,20 +554,19 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
         _check_capacity(items, rc_names, state.inventories, usage,
                         state.usage if current else usage)
 
-    # 4. Consumers: create the new ones (at the generation this write
-    # gives them), update owner and type of the rest.
+    # 4. Consumers: the new ones are created (at the generation this
+    # write gives them), the owner and type of the rest updated.
     if progress is not None:
         progress['sent'] = True
     now = models._now()
-    to_bump = []
+    created, to_bump = [], []
     for w in writes:
         project_id = owners.project_ids[w.project_id]
         user_id = owners.user_ids[w.user_id]
         type_id = owners.type_ids.get(w.consumer_type)
         row = consumers.get(w.uuid)
         if row is None:
-            consumer_obj.create_in_txn(
-                ctx, w.uuid, project_id, user_id, type_id, generation=1)
+            created.append((w.uuid, project_id, user_id, type_id))
             continue
         to_bump.append((row.id, row.generation))
         changes = {}
@@ -539,12 +577,10 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
         if changes:
             consumer_obj.update_in_txn(ctx, row.id, **changes)
 
-    # 5. Out with the old (by primary key: no gap locks on MySQL).
-    if current:
-        ctx.session.execute(_DELETE_ALLOCATIONS,
-                            {'ids': sorted(c.id for c in current)})
-
-    # 6. In with the new.
+    # 5.-7. Out with the old allocations (by primary key: no gap locks on
+    # MySQL), in with the new, then the generations: every touched
+    # provider (a writer that raced us on one of them fails here and
+    # retries), then the existing consumers.
     rows = []
     for w in writes:
         for rp_uuid, resources in w.allocations.items():
@@ -554,53 +590,165 @@ def apply_in_txn(ctx, writes, owners=None, progress=None):
                              'consumer_id': w.uuid,
                              'resource_class_id': rc_ids[name],
                              'used': amount, 'created_at': now})
-    if rows:
-        ctx.session.execute(_ALLOC.insert(), rows)
-
-    # 7. Generations: every touched provider, in id order (a writer that
-    # raced us on one of them fails here and retries), then the existing
-    # consumers.
     touched = {rp.id: rp for rp, _rc, _n in items}
-    new_generations = {}
-    for rp_id in sorted(touched):
-        rp = touched[rp_id]
-        new_generations[rp.uuid] = rp_obj.increment_generation(
-            ctx, rp.id, rp.generation)
-    for consumer_id, generation in to_bump:
-        consumer_obj.increment_generation(ctx, consumer_id, generation)
+    old_ids = sorted(c.id for c in current)
+    if pg and not emptied:
+        _write_in_one(ctx, now, created, old_ids, rows, touched, to_bump)
+    else:
+        _write_one_by_one(ctx, now, created, old_ids, rows, touched,
+                          to_bump)
 
     # 8. Consumers left with nothing are removed.
     if emptied:
         consumer_obj.delete_if_no_allocations(ctx, emptied)
-    return new_generations
+    return {rp.uuid: rp.generation + 1 for rp in touched.values()}
+
+
+def _write_one_by_one(ctx, now, created, old_ids, rows, touched, to_bump):
+    """Steps 4 to 7 of apply_in_txn, a statement each (a consumer
+    creation and a generation per statement); providers in id order."""
+    for uuid, project_id, user_id, type_id in created:
+        consumer_obj.create_in_txn(
+            ctx, uuid, project_id, user_id, type_id, generation=1)
+    if old_ids:
+        ctx.session.execute(_DELETE_ALLOCATIONS, {'ids': old_ids})
+    if rows:
+        ctx.session.execute(_ALLOC.insert(), rows)
+    for rp_id in sorted(touched):
+        rp = touched[rp_id]
+        rp_obj.increment_generation(ctx, rp.id, rp.generation)
+    for consumer_id, generation in to_bump:
+        consumer_obj.increment_generation(ctx, consumer_id, generation)
+
+
+def _write_in_one(ctx, now, created, old_ids, rows, touched, to_bump):
+    """Steps 4 to 7 of apply_in_txn as one statement of data-modifying
+    CTEs (PostgreSQL): the same rows and compare-and-swaps as
+    _write_one_by_one, in one round trip while the providers' lock is
+    held. Rows come as arrays (unnest). The CTEs share one snapshot: none
+    reads what another writes, and none needs to (the emptied consumers'
+    removal, which does, is left to its own statement)."""
+    shape = (bool(created), bool(old_ids), bool(rows), bool(touched),
+             bool(to_bump))
+    if not any(shape):
+        return
+    params = {'now': now}
+    if created:
+        (params['c_uuids'], params['c_projects'], params['c_users'],
+         params['c_types']) = (list(col) for col in zip(*created))
+    if old_ids:
+        params['old_ids'] = old_ids
+    if rows:
+        params['a_rps'] = [r['resource_provider_id'] for r in rows]
+        params['a_consumers'] = [r['consumer_id'] for r in rows]
+        params['a_rcs'] = [r['resource_class_id'] for r in rows]
+        params['a_used'] = [r['used'] for r in rows]
+    if touched:
+        ids = sorted(touched)
+        params['rp_ids'] = ids
+        params['rp_gens'] = [touched[i].generation for i in ids]
+    if to_bump:
+        params['cg_ids'] = [c for c, _g in to_bump]
+        params['cg_gens'] = [g for _c, g in to_bump]
+    found = ctx.session.execute(_write_statement(shape), params).one()
+    if found.providers != len(touched):
+        raise exception.ResourceProviderConcurrentUpdateDetected()
+    if found.consumers != len(to_bump):
+        raise exception.ConcurrentUpdateDetected()
+
+
+def _write_statement(shape):
+    """The statement of _write_in_one, built once per shape (which of
+    its parts the write needs)."""
+    statement = _WRITE_STATEMENTS.get(shape)
+    if statement is not None:
+        return statement
+    created, deleted, inserted, providers, bumped = shape
+    ctes = []
+    if created:
+        ctes.append(
+            'created AS (INSERT INTO consumers (uuid, project_id, user_id, '
+            'consumer_type_id, generation, created_at) '
+            'SELECT v.uuid, v.project_id, v.user_id, v.type_id, 1, :now '
+            'FROM unnest(CAST(:c_uuids AS VARCHAR[]), '
+            'CAST(:c_projects AS INTEGER[]), CAST(:c_users AS INTEGER[]), '
+            'CAST(:c_types AS INTEGER[])) '
+            'AS v(uuid, project_id, user_id, type_id))')
+    if deleted:
+        ctes.append('deleted AS (DELETE FROM allocations '
+                    'WHERE id = ANY(CAST(:old_ids AS INTEGER[])))')
+    if inserted:
+        ctes.append(
+            'inserted AS (INSERT INTO allocations (resource_provider_id, '
+            'consumer_id, resource_class_id, used, created_at) '
+            'SELECT v.rp, v.consumer, v.rc, v.used, :now '
+            'FROM unnest(CAST(:a_rps AS INTEGER[]), '
+            'CAST(:a_consumers AS VARCHAR[]), CAST(:a_rcs AS INTEGER[]), '
+            'CAST(:a_used AS INTEGER[])) AS v(rp, consumer, rc, used))')
+    counts = []
+    for name, table, ids, gens, wanted in (
+            ('providers', 'resource_providers', 'rp_ids', 'rp_gens',
+             providers),
+            ('consumers', 'consumers', 'cg_ids', 'cg_gens', bumped)):
+        if not wanted:
+            counts.append('0 AS %s' % name)
+            continue
+        ctes.append(
+            'bumped_%(name)s AS (UPDATE %(table)s AS t '
+            'SET generation = v.generation + 1, updated_at = :now '
+            'FROM unnest(CAST(:%(ids)s AS INTEGER[]), '
+            'CAST(:%(gens)s AS INTEGER[])) AS v(id, generation) '
+            'WHERE t.id = v.id AND t.generation = v.generation '
+            'RETURNING t.id)'
+            % {'name': name, 'table': table, 'ids': ids, 'gens': gens})
+        counts.append('(SELECT count(*) FROM bumped_%s) AS %s'
+                      % (name, name))
+    statement = sa.text('WITH %s SELECT %s' % (
+        ', '.join(ctes), ', '.join(counts)))
+    _WRITE_STATEMENTS[shape] = statement
+    return statement
+
+
+_WRITE_STATEMENTS = {}
 
 
 # --- reads ----------------------------------------------------------------
 
-@db_api.reader
+_BY_CONSUMER = (
+    sa.select(
+        _RP.c.uuid.label('resource_provider_uuid'),
+        _RP.c.generation.label('resource_provider_generation'),
+        _RC.c.name.label('resource_class'),
+        _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at,
+        _CONSUMER.c.generation.label('consumer_generation'),
+        _CONSUMER.c.consumer_type_id,
+        _CONSUMER_TYPE.c.name.label('consumer_type'),
+        _PROJECT.c.external_id.label('project_id'),
+        _USER.c.external_id.label('user_id'))
+    .select_from(
+        _ALLOC.join(_RP, _ALLOC.c.resource_provider_id == _RP.c.id)
+        .join(_RC, _ALLOC.c.resource_class_id == _RC.c.id)
+        .join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid)
+        .join(_PROJECT, _CONSUMER.c.project_id == _PROJECT.c.id)
+        .join(_USER, _CONSUMER.c.user_id == _USER.c.id)
+        .outerjoin(_CONSUMER_TYPE,
+                   _CONSUMER.c.consumer_type_id == _CONSUMER_TYPE.c.id))
+    .where(_ALLOC.c.consumer_id == sa.bindparam('consumer'))
+    .order_by(_ALLOC.c.id))
+
+
 def get_by_consumer(ctx, consumer_uuid):
     """The consumer's allocations, one Row per (provider, class), with the
     provider uuid and generation, class name, amount, timestamps, and the
-    consumer's generation, type id and project/user external ids."""
-    sel = (
-        sa.select(
-            _RP.c.uuid.label('resource_provider_uuid'),
-            _RP.c.generation.label('resource_provider_generation'),
-            _RC.c.name.label('resource_class'),
-            _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at,
-            _CONSUMER.c.generation.label('consumer_generation'),
-            _CONSUMER.c.consumer_type_id,
-            _PROJECT.c.external_id.label('project_id'),
-            _USER.c.external_id.label('user_id'))
-        .select_from(
-            _ALLOC.join(_RP, _ALLOC.c.resource_provider_id == _RP.c.id)
-            .join(_RC, _ALLOC.c.resource_class_id == _RC.c.id)
-            .join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid)
-            .join(_PROJECT, _CONSUMER.c.project_id == _PROJECT.c.id)
-            .join(_USER, _CONSUMER.c.user_id == _USER.c.id))
-        .where(_ALLOC.c.consumer_id == consumer_uuid)
-        .order_by(_ALLOC.c.id))
-    return ctx.session.execute(sel).all()
+    consumer's generation, type (id, and name: None when it has none) and
+    project/user external ids.
+
+    One statement (clients read a consumer before each rewrite of it):
+    outside a transaction where the database allows it, on a pooled
+    connection taken without the liveness ping; one found lost is
+    replaced and the read asked again."""
+    return db_api.one_statement_read(
+        ctx, _BY_CONSUMER, {'consumer': consumer_uuid})
 
 
 @db_api.reader

@@ -91,15 +91,6 @@ def consumer_type_names(ctx):
     return names
 
 
-@db_api.reader
-def consumer_type_name(ctx, consumer_type_id):
-    if consumer_type_id is None:
-        return NULL_CONSUMER_TYPE_ALIAS
-    return ctx.session.execute(
-        sa.select(_CONSUMER_TYPE.c.name)
-        .where(_CONSUMER_TYPE.c.id == consumer_type_id)).scalar()
-
-
 # --- consumers ----------------------------------------------------------
 
 _CONSUMER_FROM = _CONSUMER.join(

@@ -1,6 +1,7 @@
 """The allocation writer against a real database, below HTTP: rows that no
 API can make (allocations without consumers, written by old releases) and
 the write's invariants checked straight in the tables."""
+import types
 import uuid
 
 from oslo_db import exception as db_exc
@@ -140,27 +141,48 @@ def _fail_first_generation_bump(monkeypatch, error):
     return calls
 
 
+def _stale_generations(monkeypatch, times):
+    """Make the write read each provider one generation behind the stored
+    one, the first ``times`` times it reads them: its compare-and-swap then
+    loses, whether the writes go one by one or in one statement. The
+    list of generations each read saw."""
+    real = alloc_obj._fold_state
+    seen = []
+
+    def stale(rows):
+        rows = [r._asdict() for r in rows]
+        if len(seen) < times:
+            for r in rows:
+                r['generation'] -= 1
+        seen.append(sorted({r['generation'] for r in rows}))
+        return real([types.SimpleNamespace(**r) for r in rows])
+
+    monkeypatch.setattr(alloc_obj, '_fold_state', stale)
+    return seen
+
+
 def test_stale_provider_generation_retries(ctx, monkeypatch):
     """A writer whose generation compare-and-swap loses goes round again
     and succeeds when capacity remains."""
     rp = _provider(ctx)
-    calls = _fail_first_generation_bump(
-        monkeypatch, exception.ResourceProviderConcurrentUpdateDetected())
+    seen = _stale_generations(monkeypatch, 1)
     alloc_obj.replace_all(ctx, [_write(str(uuid.uuid4()), {rp: {'VCPU': 1}})])
-    assert len(calls) == 2
+    assert seen == [[-1], [0]]
+    assert _generation(ctx, rp) == 1
 
 
 def test_retries_exhausted_is_concurrent_update(ctx, monkeypatch):
     rp = _provider(ctx)
-
-    def always(c, rp_id, gen):
-        raise exception.ResourceProviderConcurrentUpdateDetected()
-
-    monkeypatch.setattr(alloc_obj.rp_obj, 'increment_generation', always)
+    # Owners made first: every try below reads the providers.
+    alloc_obj.replace_all(ctx, [_write(str(uuid.uuid4()), {rp: {'VCPU': 1}})])
+    consumer = str(uuid.uuid4())
+    seen = _stale_generations(monkeypatch, 1000)
     monkeypatch.setattr(alloc_obj.time, 'sleep', lambda s: None)
     with pytest.raises(exception.ResourceProviderConcurrentUpdateDetected):
-        alloc_obj.replace_all(ctx, [_write(str(uuid.uuid4()),
-                                           {rp: {'VCPU': 1}})])
+        alloc_obj.replace_all(ctx, [_write(consumer, {rp: {'VCPU': 1}})])
+    assert len(seen) == ctx.config.placement.allocation_conflict_retry_count
+    assert _generation(ctx, rp) == 1
+    assert alloc_obj.get_by_consumer(ctx, consumer) == []
 
 
 def test_incomplete_consumers_migration(ctx):
