@@ -34,6 +34,15 @@ def _split(statements):
     return len(statements) - len(log), len(log)
 
 
+def _one_provider():
+    """A world of one provider with VCPU and MEMORY_MB, and its uuid."""
+    w = cw.WorldBuilder()
+    w.provider('cn')
+    w.inventory('cn', 'VCPU', 8)
+    w.inventory('cn', 'MEMORY_MB', 1024)
+    return w, w.by_name['cn']['uuid']
+
+
 def test_statements_per_put():
     w = cw.WorldBuilder()
     w.provider('cn', uuid='11111111-2222-3333-4444-555555555555')
@@ -84,11 +93,7 @@ def _get(app, consumer):
 def test_statements_per_get():
     """A client reads a consumer before each rewrite of it: one statement
     (the consumer type's name joined in, not looked up after)."""
-    w = cw.WorldBuilder()
-    w.provider('cn')
-    w.inventory('cn', 'VCPU', 8)
-    w.inventory('cn', 'MEMORY_MB', 1024)
-    rp = w.by_name['cn']['uuid']
+    w, rp = _one_provider()
     statements = []
 
     def record(conn, cursor, statement, params, context, executemany):
@@ -139,11 +144,7 @@ def _kill_others(url):
 def test_write_on_a_dropped_pooled_connection():
     """The write skips the ping; a connection found lost by its first
     statement has done nothing, and the write runs again on a fresh one."""
-    w = cw.WorldBuilder()
-    w.provider('cn')
-    w.inventory('cn', 'VCPU', 8)
-    w.inventory('cn', 'MEMORY_MB', 1024)
-    rp = w.by_name['cn']['uuid']
+    w, rp = _one_provider()
     with gabbits.app_and_engine_over_world(w) as (app, engine):
         assert _put(app, str(uuid.uuid4()), rp, None).status_int == 204
         # The app's connection is back in the pool; drop it server-side.
@@ -163,11 +164,7 @@ def test_write_on_a_dropped_pooled_connection():
 def test_read_on_a_dropped_pooled_connection():
     """GET /allocations/{consumer} skips the ping too; a connection found
     lost is replaced and the read asked again."""
-    w = cw.WorldBuilder()
-    w.provider('cn')
-    w.inventory('cn', 'VCPU', 8)
-    w.inventory('cn', 'MEMORY_MB', 1024)
-    rp = w.by_name['cn']['uuid']
+    w, rp = _one_provider()
     with gabbits.app_and_engine_over_world(w) as (app, engine):
         consumer = str(uuid.uuid4())
         assert _put(app, consumer, rp, None).status_int == 204
