@@ -264,12 +264,11 @@ class _Request:
         last = None
         # Records only where a filter reads one (a random sample's trees
         # are new each time: made later, if picked).
-        fitting_ids = itertools.compress(batch.ids, fits)
         if filtered:
-            rows = ((rec.id, rec.root, rec) for rec in map(
-                batch.rps.__getitem__, fitting_ids))
+            rows = ((rec.id, rec.root, rec) for rec in batch.recs(fits))
         else:
-            rows = zip(fitting_ids, itertools.compress(batch.roots, fits),
+            rows = zip(itertools.compress(batch.ids, fits),
+                       itertools.compress(batch.roots, fits),
                        itertools.repeat(None))
         for (rid, root, rec), fitting in zip(rows, filter(None, fits)):
             if tree_root is not None and root != tree_root:
