@@ -119,12 +119,7 @@ class Snapshot:
     def tree(self, root):
         """(start, end) positions of the tree under ``root``; (0, 0) if
         there is none."""
-        if type(root) is not int:
-            return 0, 0
-        i = bisect.bisect_left(self.troot, root)
-        if i < len(self.troot) and self.troot[i] == root:
-            return self.tstart[i], self.tstart[i + 1]
-        return 0, 0
+        return self.tree_and_shape(root)[:2]
 
     def tree_and_shape(self, root):
         """(start, end, shape): tree(), and the index of its shape in
