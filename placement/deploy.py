@@ -2,7 +2,8 @@
 first: request metrics (``[metrics] enabled``) -> proxy headers (when
 enabled) -> request id -> CORS -> fault barrier -> JSON errors by default
 -> auth -> request context -> microversion -> body size limit -> routes
-table -> handler."""
+table -> handler; around them all, the request freed once answered
+(_freed_when_done)."""
 from microversion_parse import middleware as mp_middleware
 import oslo_middleware
 from oslo_middleware import cors
@@ -51,7 +52,26 @@ def deploy(conf):
         from placement import request_metrics
         application = request_metrics.RequestMetrics(
             application, handler.route_template(routes))
-    return application
+    return _freed_when_done(application)
+
+
+def _freed_when_done(application):
+    """``application``, whose requests are freed as soon as the server
+    lets them go.
+
+    webob keeps a request's parsed query string in its environ, and that
+    GET dict refers back to the environ: a reference cycle, which keeps
+    the environ and all it holds (the response: megabytes for a large
+    candidates answer) until the cyclic collector runs, every few
+    requests. Each answer's body then took fresh pages from the system
+    (1,100 page faults, ~1.5 ms, per limit=1000 answer at a million
+    providers). Broken here, once the application has answered."""
+    def freed_when_done(environ, start_response):
+        try:
+            return application(environ, start_response)
+        finally:
+            environ.pop('webob._parsed_query_vars', None)
+    return freed_when_done
 
 
 def update_database(conf):

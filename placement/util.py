@@ -111,7 +111,12 @@ class PlacementWsgify(webob.dec.wsgify):
             req.environ[ENV_ERROR_CODE] = code
         http_exc.comment = None
         http_exc.json_formatter = json_error_formatter
-        raise http_exc
+        # The error is the response (webob's HTTPException is one):
+        # returned without its traceback, whose frames hold it, so it and
+        # the request are freed when the server is done with them rather
+        # than at the cyclic collector's next run.
+        http_exc.__traceback__ = None
+        return http_exc
 
 
 wsgify = PlacementWsgify
