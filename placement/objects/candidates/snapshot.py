@@ -171,6 +171,13 @@ def _uuids_struct(count):
     return struct.Struct('%ds' % _UUID * count)
 
 
+def canonical(uuid):
+    """Whether ``uuid`` (encoded) is a uuid's length of hex digits and
+    dashes only, as a snapshot says of all of its own (``canonical``):
+    rendered as it is, no quoting check."""
+    return len(uuid) == _UUID and not uuid.translate(None, _CANONICAL)
+
+
 def root_or_self(rid, root):
     """A provider's root: a provider written before nested providers, not
     migrated yet, has none and is its own."""
@@ -232,11 +239,11 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     cols['kind'].extend(per_provider)
     uuid_list = [row[2] for row in rows]
     joined = ''.join(uuid_list)
-    canonical = False
+    is_canonical = False
     if joined.isascii() and all(len(u) == _UUID for u in uuid_list):
         odd = {}
         uuids = joined.encode('ascii')
-        canonical = not uuids.translate(None, _CANONICAL)
+        is_canonical = not uuids.translate(None, _CANONICAL)
     else:
         odd = {pos: u for pos, u in enumerate(uuid_list)
                if len(u) != _UUID or not u.isascii()}
@@ -285,7 +292,7 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     return _pack(cols, uuids, dict(epoch=epoch, slots=slots, n=n,
                                    children=children, kinds=kinds,
                                    id_lo=id_lo, odd_uuids=odd,
-                                   canonical=canonical, shapes=shapes))
+                                   canonical=is_canonical, shapes=shapes))
 
 
 def _tree_shapes(ids, parents, roots, starts, column):

@@ -678,10 +678,31 @@ class World:
             return tuple(self.base.kind[start:end])
         kinds = self._ov_kinds.get(root)
         if kinds is None:
-            rps = self.rps
-            kinds = self._ov_kinds[root] = tuple(
-                rps[rid].kind for rid in ids)
+            start, end = self.base.tree(root)
+            over = self._changed_in_run(start, end, ids)
+            if over is None:
+                rps = self.rps
+                kinds = tuple(rps[rid].kind for rid in ids)
+            else:
+                kinds = self.base.kind[start:end].tolist()
+                for i, rec in over:
+                    kinds[i] = rec.kind
+                kinds = tuple(kinds)
+            self._ov_kinds[root] = kinds
         return kinds
+
+    def _changed_in_run(self, start, end, ids):
+        """[(position, Rec)] of the providers changed since the snapshot
+        among ``ids``, a changed tree's providers (by id), when they are
+        the snapshot's run ``start`` to ``end`` -- a write changed a
+        provider's usage, not who is in the tree: the tree is then the
+        run's columns with those put over them, no record made for the
+        others (the rest of a tree of 19 would cost 40 us to make). None
+        when the tree's providers are not the run's."""
+        if self.base.ids[start:end].tolist() != ids:
+            return None
+        return [(i, rec) for i, rec in enumerate(map(self.changed.get, ids))
+                if rec is not None]
 
     def tree_rows(self, roots):
         """(ids, kinds, roots): the providers of the trees under
@@ -814,17 +835,18 @@ class World:
             uuids = base.uuids_between(start, end)
             kinds = base.kind[start:end].tolist()
             layout = self._shapes[shape] if shape >= 0 else None
+            canonical = base.canonical
         else:
             ids = mine
-            uuids, parent_ids, same = self._tree_columns(start, end, mine)
+            uuids, parent_ids, same, canonical = self._tree_columns(
+                start, end, mine)
             kinds = self.tree_kinds(root)
             layout = self._shapes[shape] if same and shape >= 0 else None
         parts = list(map(self._parts.__getitem__, kinds))
         if layout is None:
             layout = self._layouts.get(root)
         if layout is not None:
-            tree = model.Tree(uuids, parts, layout,
-                              canonical=mine is None and base.canonical)
+            tree = model.Tree(uuids, parts, layout, canonical=canonical)
         else:
             if ids is None:
                 ids = base.ids[start:end].tolist()
@@ -838,28 +860,28 @@ class World:
         return tree
 
     def _tree_columns(self, start, end, ids):
-        """(uuids, parent ids, same) of the providers ``ids`` of a tree
-        changed since the snapshot, whose run there is ``start`` to
-        ``end``; ``same``: the providers and parents are the run's. Mostly
+        """(uuids, parent ids, same, canonical) of the providers ``ids``
+        of a tree changed since the snapshot, whose run there is ``start``
+        to ``end``; ``same``: the providers and parents are the run's;
+        ``canonical``: every uuid is known canonical (model.Tree). Mostly
         the snapshot's own (a write changes one provider's usage, not the
         tree): read from its columns, with what changed put over them (no
         record made for the others)."""
         base = self.base
-        if base.ids[start:end].tolist() == ids:
+        over = self._changed_in_run(start, end, ids)
+        if over is not None:
             uuids = list(base.uuids_between(start, end))
             parents = base.parent[start:end].tolist()
-            same = True
-            changed = self.changed
-            for i, rid in enumerate(ids):
-                rec = changed.get(rid)
-                if rec is not None:
-                    uuids[i] = rec.uuid.encode()
-                    same = same and (rec.parent or 0) == parents[i]
-                    parents[i] = rec.parent
-            return uuids, parents, same
+            same = canonical = True
+            for i, rec in over:
+                uuids[i] = rec.uuid.encode()
+                same = same and (rec.parent or 0) == parents[i]
+                canonical = canonical and snapshot.canonical(uuids[i])
+                parents[i] = rec.parent
+            return uuids, parents, same, canonical and base.canonical
         recs = list(map(self.rps.__getitem__, ids))
         return ([rec.uuid.encode() for rec in recs],
-                [rec.parent for rec in recs], False)
+                [rec.parent for rec in recs], False, False)
 
     def _uuid(self, rid):
         """The uuid of provider ``rid`` (encoded), None if there is none."""
