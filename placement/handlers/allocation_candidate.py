@@ -285,12 +285,13 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
         nested = want.matches(NESTED_AWARE)
         key = (shape, nested)
         entries = []
+        by_table = {}
         for root in sorted({providers[rp].root_id for rp in used}):
             tree = providers.tree(root)
             cached = tree.summary
             if cached is None or cached[0] != key:
                 cached = tree.summary = (key, _tree_entries(
-                    tree, parts, nested))
+                    tree, _renderings(tree, parts, by_table), nested))
             entries.append(cached[1])
     else:
         provs = [providers[rp] for rp in sorted(used)]
@@ -305,11 +306,26 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     return b','.join(entries)
 
 
+def _renderings(tree, parts, by_table):
+    """What renders ``tree.parts`` (see model.Tree): ``parts`` (model.Part
+    -> its rendering) when they are Parts, else a map of their keys, one
+    per table (``by_table``, by id: trees of one answer share one)."""
+    table = tree.table
+    if table is None:
+        return parts
+    found = by_table.get(id(table))
+    if found is None:
+        found = by_table[id(table)] = model.OnFirstUse(
+            lambda key: parts[table[key]])
+    return found
+
+
 def _tree_entries(tree, parts, nested):
     """The ``"uuid":{...}`` entries of ``tree``'s providers, joined:
     one format, its template made once per model.Layout (trees alike
-    share one) and kept there; ``parts``: model.Part -> its rendering.
-    Plain uuids (the usual) fill the template's quotes as they are."""
+    share one) and kept there; ``parts``: what each of tree.parts renders
+    to (_renderings). Plain uuids (the usual) fill the template's quotes
+    as they are."""
     made = tree.layout.summary
     if made is None or made[0] != nested:
         made = tree.layout.summary = (nested, _templates(tree.layout,

@@ -108,28 +108,35 @@ class Layout:
 class Tree:
     """A whole tree as provider summaries show it: per provider, in id
     order, its uuid (``uuids``, encoded: the world's snapshot holds them
-    so) and its Part (``parts``); ``layout``, where its parents and root
-    are in ``uuids`` (which may end with uuids that are not the tree's
+    so) and its Part (``parts``: the Parts, or with a ``table``, their
+    keys in it -- a world's trees give their kinds' indexes in its list of
+    Parts, which they read from the snapshot anyway, rather than a list of
+    Parts made per tree); ``layout``, where its parents and root are in
+    ``uuids`` (which may end with uuids that are not the tree's
     providers', see Layout; None where there is no such provider).
     ``summary`` is the handler's cache of what the tree renders to (see
     Part): the world keeps a Tree until the tree changes. ``canonical``:
     its uuids are known to be hex digits and dashes (the handler checks
     them otherwise)."""
 
-    __slots__ = ('uuids', 'parts', 'layout', 'summary', 'canonical')
+    __slots__ = ('uuids', 'parts', 'table', 'layout', 'summary',
+                 'canonical')
 
-    def __init__(self, uuids, parts, layout, canonical=False):
+    def __init__(self, uuids, parts, layout, canonical=False, table=None):
         self.uuids = uuids
         self.parts = parts
+        self.table = table
         self.layout = layout
         self.summary = None
         self.canonical = canonical
 
     @classmethod
-    def of(cls, ids, uuids, parts, parent_ids, root_id, elsewhere):
+    def of(cls, ids, uuids, parts, parent_ids, root_id, elsewhere,
+           table=None):
         """The Tree of providers ``ids`` (by id) with their ``uuids``,
-        ``parts`` and parents' ids (0 or None: none); ``elsewhere(id)``:
-        the uuid of a parent or root that is not among them."""
+        ``parts`` (keys in ``table``, if given) and parents' ids (0 or
+        None: none); ``elsewhere(id)``: the uuid of a parent or root that
+        is not among them."""
         index = dict(zip(ids, range(len(ids))))
         parents = tuple(map(index.get, parent_ids))
         root = index.get(root_id)
@@ -145,7 +152,8 @@ class Tree:
                 return i
             parents = tuple(at(p) if p else None for p in parent_ids)
             root = at(root_id)
-        return cls(uuids, parts, Layout.of(parents, root, len(uuids)))
+        return cls(uuids, parts, Layout.of(parents, root, len(uuids)),
+                   table=table)
 
 
 class Providers(dict):

@@ -547,7 +547,7 @@ class World:
             model.Layout.of(parents, root, len(parents))
             for parents, root in snap.shapes]
         self._roots_by = {}             # (of, key) -> the base's roots
-        self._ov_kinds = {}             # root -> tree_kinds, changed trees
+        self._ov_runs = {}              # root -> _changed_tree, changed trees
         self._fits = {}                 # see fits()
         self.roots = array.array('q', snap.troot)   # sorted root ids
         self.children = snap.children   # providers with a parent
@@ -647,7 +647,7 @@ class World:
         if rec.parent is not None:
             self.children += 1 if present else -1
         self.tree_traits.pop(rec.root, None)
-        self._ov_kinds.pop(rec.root, None)
+        self._ov_runs.pop(rec.root, None)
         self._made_trees.pop(rec.root, None)
         self._layouts.pop(rec.root, None)
         if self._per_tree is not None:
@@ -676,8 +676,14 @@ class World:
         if ids is None:
             start, end = self.base.tree(root)
             return tuple(self.base.kind[start:end])
-        kinds = self._ov_kinds.get(root)
-        if kinds is None:
+        return self._changed_tree(root, ids)[0]
+
+    def _changed_tree(self, root, ids):
+        """(kinds, over) of the tree under ``root``, changed since the
+        snapshot (its providers ``ids``), kept until it changes again: its
+        kinds (tree_kinds) and what _changed_in_run says of it."""
+        known = self._ov_runs.get(root)
+        if known is None:
             start, end = self.base.tree(root)
             over = self._changed_in_run(start, end, ids)
             if over is None:
@@ -688,8 +694,8 @@ class World:
                 for i, rec in over:
                     kinds[i] = rec.kind
                 kinds = tuple(kinds)
-            self._ov_kinds[root] = kinds
-        return kinds
+            known = self._ov_runs[root] = (kinds, over)
+        return known
 
     def _changed_in_run(self, start, end, ids):
         """[(position, Rec)] of the providers changed since the snapshot
@@ -838,37 +844,36 @@ class World:
             canonical = base.canonical
         else:
             ids = mine
+            kinds, over = self._changed_tree(root, mine)
             uuids, parent_ids, same, canonical = self._tree_columns(
-                start, end, mine)
-            kinds = self.tree_kinds(root)
+                start, end, mine, over)
             layout = self._shapes[shape] if same and shape >= 0 else None
-        parts = list(map(self._parts.__getitem__, kinds))
         if layout is None:
             layout = self._layouts.get(root)
         if layout is not None:
-            tree = model.Tree(uuids, parts, layout, canonical=canonical)
+            tree = model.Tree(uuids, kinds, layout, canonical=canonical,
+                              table=self._parts)
         else:
             if ids is None:
                 ids = base.ids[start:end].tolist()
                 parent_ids = base.parent[start:end].tolist()
-            tree = model.Tree.of(ids, uuids, parts, parent_ids, root,
-                                 self._uuid)
+            tree = model.Tree.of(ids, uuids, kinds, parent_ids, root,
+                                 self._uuid, table=self._parts)
             if tree.layout.size == len(ids):
                 self._layouts[root] = tree.layout
         self._made_trees[root] = tree
-        self._made_trees_size += len(parts)
+        self._made_trees_size += len(kinds)
         return tree
 
-    def _tree_columns(self, start, end, ids):
+    def _tree_columns(self, start, end, ids, over):
         """(uuids, parent ids, same, canonical) of the providers ``ids``
         of a tree changed since the snapshot, whose run there is ``start``
-        to ``end``; ``same``: the providers and parents are the run's;
-        ``canonical``: every uuid is known canonical (model.Tree). Mostly
-        the snapshot's own (a write changes one provider's usage, not the
-        tree): read from its columns, with what changed put over them (no
-        record made for the others)."""
+        to ``end`` (``over``: _changed_in_run's); ``same``: the providers
+        and parents are the run's; ``canonical``: every uuid is known
+        canonical (model.Tree). Mostly the snapshot's own (a write changes
+        one provider's usage, not the tree): read from its columns, with
+        what changed put over them (no record made for the others)."""
         base = self.base
-        over = self._changed_in_run(start, end, ids)
         if over is not None:
             uuids = list(base.uuids_between(start, end))
             parents = base.parent[start:end].tolist()
