@@ -146,21 +146,24 @@ class _Renderer:
                 whole = b':' + self.resources[tuple(group.amounts.items())]
                 width = len(tails)
                 allocs = {}
+                maps = {}
                 for pick in column:
-                    distinct = len(set(pick))
-                    if distinct == 1:
+                    first = pick[0]
+                    if pick.count(first) == width:
                         # One provider serves every class (the usual).
-                        allocs[pick] = quoted[pick[0]] + whole
-                    elif distinct == width:
+                        allocs[pick] = quoted[first] + whole
+                        maps[pick] = b'%s:[%s]' % (key, quoted[first])
+                        continue
+                    if len(set(pick)) == width:
                         allocs[pick] = b','.join(map(
                             bytes.__add__, map(quoted.__getitem__, pick),
                             tails))
                     else:
                         allocs[pick] = self._alloc_entry(group, pick)
+                    maps[pick] = b'%s:[%s]' % (key, b','.join(
+                        map(quoted.__getitem__, dict.fromkeys(pick))))
                 self.allocs.append(allocs)
-                self.maps.append({pick: b'%s:[%s]' % (key, b','.join(
-                    map(quoted.__getitem__, dict.fromkeys(pick))))
-                    for pick in column})
+                self.maps.append(maps)
 
     @staticmethod
     def _may_share(groups, per_group, isolate):
