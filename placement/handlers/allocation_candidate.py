@@ -4,7 +4,9 @@ Parse and validate the query (schemas + candidates.request), find the
 candidates (candidates.engine.find), then shape the answer for the
 microversion asked.
 """
+import hashlib
 import itertools
+import marshal
 import operator
 
 import orjson
@@ -263,6 +265,20 @@ class _Renderer:
             for rp, res in total.items())
 
 
+def _summaries_shape(groups, want):
+    """(classes shown: None for all, else a frozenset of names; traits
+    shown), what a Part renders to (see _part) in this request's
+    summaries."""
+    if want.matches(ALL_RESOURCES_IN_SUMMARIES):
+        requested = None
+    else:
+        requested = set()
+        for g in groups.values():
+            requested.update(g.resources)
+        requested = frozenset(requested)
+    return requested, want.matches(TRAITS_IN_SUMMARIES)
+
+
 def _provider_summaries(cands, providers, groups, want, whole_trees):
     """Summaries of every provider in the trees the candidates allocate
     from (only the providers they allocate from, for old microversions
@@ -272,24 +288,23 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     shown) and kept on its model.Tree, which the world keeps until the
     tree changes (a thousand trees, request after request); what alike
     providers share (resources and traits) once per model.Part; and the
-    rest is one format per tree (see _tree_entries)."""
+    rest is one format per tree (see _tree_entries). Trees the node
+    rendered already (``providers.rendered``, see _NODE_SHAPE) are copied.
+    """
     used = model.allocated_providers(cands)
-    all_classes = want.matches(ALL_RESOURCES_IN_SUMMARIES)
-    if all_classes:
-        requested = None
-    else:
-        requested = set()
-        for g in groups.values():
-            requested.update(g.resources)
-        requested = frozenset(requested)
-    shape = (requested, want.matches(TRAITS_IN_SUMMARIES))
+    shape = _summaries_shape(groups, want)
     parts = model.OnFirstUse(lambda part: _part(part, shape))
     if whole_trees:
         nested = want.matches(NESTED_AWARE)
         key = (shape, nested)
         entries = []
         by_table = {}
+        rendered = providers.rendered
         for root in sorted({providers[rp].root_id for rp in used}):
+            done = rendered.get(root)
+            if done is not None:
+                entries.append(done)
+                continue
             tree = providers.tree(root)
             cached = tree.summary
             if cached is None or cached[0] != key:
@@ -305,8 +320,29 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
         return b'{}'
     # The braces go on the ends, so that megabytes are copied once.
     entries[0] = b'{' + entries[0]
-    entries[-1] += b'}'
+    entries[-1] = bytes(entries[-1]) + b'}'
     return b','.join(entries)
+
+
+# The summaries every tree has at the microversions nova asks for (1.29
+# and later: every class, traits, parent and root): rendered once per
+# node, with its snapshot of the world (world.render_trees_with), and
+# copied into the answers from there -- a random sample's thousand trees
+# are new ones each time. Their key names the code that renders them, so
+# that a process of another version never copies what it would not
+# render (a rolling upgrade of a node's processes).
+_NODE_SHAPE = ((None, True), True)
+
+
+def _render_whole_trees(trees):
+    """The summaries of ``trees`` (model.Tree, or None: none) at
+    _NODE_SHAPE, one bytes each."""
+    shape, nested = _NODE_SHAPE
+    parts = model.OnFirstUse(lambda part: _part(part, shape))
+    by_table = {}
+    for tree in trees:
+        yield b'' if tree is None else _tree_entries(
+            tree, _renderings(tree, parts, by_table), nested)
 
 
 def _renderings(tree, parts, by_table):
@@ -436,12 +472,14 @@ def list_allocation_candidates(req):
 
     conf = context.config.placement
     nested_aware = want.matches(NESTED_AWARE)
+    shown = (_summaries_shape(groups, want), nested_aware)
     try:
         cands, providers, has_trees = engine.find(
             context, groups, wide, nested_aware=nested_aware,
             max_candidates=conf.max_allocation_candidates,
             strategy=conf.allocation_candidates_generation_strategy,
-            randomize=conf.randomize_allocation_candidates)
+            randomize=conf.randomize_allocation_candidates,
+            rendered_as=_NODE_KEY if shown == _NODE_SHAPE else None)
     except (exception.ResourceClassNotFound,
             exception.TraitNotFound) as exc:
         raise unknown_name(exc)
@@ -456,3 +494,17 @@ def list_allocation_candidates(req):
             whole_trees=nested_aware or not has_trees)),
     }
     return util.json_response(req, body, large=True)
+
+
+def _code_of(*functions):
+    """A digest of ``functions``' code (and orjson's version)."""
+    digest = hashlib.sha256(orjson.__version__.encode())
+    for function in functions:
+        digest.update(marshal.dumps(function.__code__))
+    return digest.hexdigest()
+
+
+_NODE_KEY = ('provider summaries', _NODE_SHAPE, _code_of(
+    _render_whole_trees, _renderings, _tree_entries, _templates, _part,
+    _quoted_list, _quoted))
+engine.render_trees_with(_NODE_KEY, _render_whole_trees)

@@ -41,7 +41,7 @@ _LOADING_LOCK = threading.Lock()
 @db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
                                 exception.TraitNotFound))
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
-         strategy='depth-first', randomize=False):
+         strategy='depth-first', randomize=False, rendered_as=None):
     """The allocation candidates for ``groups`` (request.RequestGroup by
     suffix) and ``wide`` (request.RequestWide).
 
@@ -56,6 +56,8 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     Randomized without a limit, up to ``max_candidates`` are shuffled.
     Raises ResourceClassNotFound or TraitNotFound for a name that does
     not exist (unless an earlier group is empty: names.resolve).
+    ``rendered_as``: the caller's key for whole trees' summaries (see
+    render_trees_with): the world may give some rendered already.
     """
     options = dict(nested_aware=nested_aware, max_candidates=max_candidates,
                    strategy=strategy, randomize=randomize)
@@ -70,8 +72,16 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
                     if how == 'now' or the_world.loads:
                         the_world.refresh(ctx, conn)
                         return search.find_in_world(
-                            ctx, conn, the_world, groups, wide, **options)
+                            ctx, conn, the_world, groups, wide,
+                            rendered_as=rendered_as, **options)
     return sql.find_in_database(ctx, groups, wide, **options)
+
+
+def render_trees_with(key, render):
+    """Have the world's snapshot files hold every tree's summaries as
+    ``render`` renders them (see world.render_trees_with), for the requests that
+    ask for ``key`` (find's ``rendered_as``): world.render_trees_with."""
+    world_mod.render_trees_with(key, render)
 
 
 def _ready(ctx, conn, the_world):

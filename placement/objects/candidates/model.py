@@ -163,14 +163,17 @@ class Providers(dict):
     its trees (the world) gives them (``trees``); otherwise they are made
     from this dict, which then holds those whole trees, and ``elsewhere``
     ({id: uuid}) the uuids of their parents that are not in them (SQL by
-    hand can put a provider in another tree)."""
+    hand can put a provider in another tree). ``rendered``: {root: bytes},
+    trees whose summaries come rendered already, as the caller asked (see
+    world.World.answer), instead of in ``trees``."""
 
-    __slots__ = ('trees', 'elsewhere', '_grouped')
+    __slots__ = ('trees', 'elsewhere', 'rendered', '_grouped')
 
-    def __init__(self, provs=(), trees=None, elsewhere=None):
+    def __init__(self, provs=(), trees=None, elsewhere=None, rendered=None):
         super().__init__(provs)
         self.trees = trees
         self.elsewhere = elsewhere or {}
+        self.rendered = rendered or {}
         self._grouped = None
 
     def tree(self, root):

@@ -692,7 +692,7 @@ def _sample(req, wide, nested_aware, limit):
 
 def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
                   max_candidates=-1, strategy='depth-first',
-                  randomize=False):
+                  randomize=False, rendered_as=None):
     """(candidates, providers, has_trees) as engine.find answers, from
     ``world`` (refreshed by the caller, its lock held)."""
     try:
@@ -701,7 +701,7 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
         return [], model.Providers(), world.children > 0
     found = _find(req, wide, nested_aware, max_candidates, strategy,
                   randomize)
-    return found, world.answer(found), req.trees
+    return found, world.answer(found, rendered_as), req.trees
 
 
 def _find(req, wide, nested_aware, max_candidates, strategy, randomize):

@@ -16,6 +16,13 @@ The file lives in ``[placement] candidates_world_dir`` (by default a
 directory of /dev/shm), one per database, written whole under a lock and
 renamed into place: a reader maps either the old file or the new one,
 never a half-written one.
+
+A file may end with every tree's provider summaries, rendered once for
+the node by the process that wrote it (``rendered_section``): a
+function of the snapshot alone, which the processes copy for the trees
+that did not change since, rather than each rendering them again (a
+random sample's thousand trees are new ones each time). What they are
+rendered as is the renderer's ``key``; the snapshot does not read them.
 """
 import array
 import bisect
@@ -29,7 +36,11 @@ import pickle
 import struct
 import tempfile
 
-_MAGIC = b'PLWORLD4'
+_MAGIC = b'PLWORLD5'
+# The end of a file with rendered trees: this, then three offsets.
+_RENDERED = b'PLRENDER'
+_TRAILER = struct.Struct('<8sQQQ')
+_POPULATE = getattr(mmap, 'MAP_POPULATE', 0)
 _UUID = 36
 # What a uuid the API wrote is made of (SQL by hand may write others).
 _CANONICAL = b'0123456789abcdefABCDEF-'
@@ -59,7 +70,11 @@ class Snapshot:
         hlen, = struct.unpack_from('<Q', buf, 8)
         head = pickle.loads(mv[16:16 + hlen])
         if head['size'] != len(mv):
-            raise ValueError('a snapshot cut short')
+            if head['size'] > len(mv):
+                raise ValueError('a snapshot cut short')
+            self._rendered_from(mv, head['size'])
+        else:
+            self.rendered_key = None
         self.epoch = head['epoch']
         self.slots = head['slots']
         self.n = head['n']
@@ -80,7 +95,35 @@ class Snapshot:
         # run, None for none; the root's index), for column tshape.
         self.shapes = head['shapes']
 
+    def _rendered_from(self, mv, size):
+        """Read the rendered section after the snapshot's ``size`` bytes
+        (see rendered_section)."""
+        if len(mv) - size < _TRAILER.size:
+            raise ValueError('a snapshot cut short')
+        magic, blobs, offs, key = _TRAILER.unpack_from(
+            mv, len(mv) - _TRAILER.size)
+        if magic != _RENDERED:
+            raise ValueError('a snapshot cut short')
+        self.rendered_key = pickle.loads(mv[key:len(mv) - _TRAILER.size])
+        self._blobs = mv[blobs:offs]
+        self._blob_ends = mv[offs:key].cast('q')
+
     # -- lookups -----------------------------------------------------------
+
+    def rendered(self, root):
+        """The summaries of the tree under ``root`` as rendered for the
+        node (a memoryview of the buffer: copied once, into the answer;
+        see rendered_section); None when there are none."""
+        if self.rendered_key is None or type(root) is not int:
+            return None
+        i = bisect.bisect_left(self.troot, root)
+        if i == len(self.troot) or self.troot[i] != root:
+            return None
+        ends = self._blob_ends
+        start, end = ends[i], ends[i + 1]
+        if start == end:
+            return None
+        return self._blobs[start:end]
 
     def uuid_at(self, pos):
         if self.odd_uuids and pos in self.odd_uuids:
@@ -401,7 +444,11 @@ def open_file(path):
         return None
     try:
         ino = os.fstat(fd).st_ino
-        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        # Mapped whole at once (MAP_POPULATE): the pages are the node's
+        # already; touching them one by one later costs a fault each (a
+        # random answer's rendered trees are scattered over the file).
+        buf = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | _POPULATE,
+                        prot=mmap.PROT_READ)
     except (OSError, ValueError):
         return None
     finally:
@@ -423,15 +470,48 @@ def inode(path):
         return None
 
 
-def write_file(path, data):
-    """Write ``data`` to ``path`` whole: to a temporary file beside it,
-    then renamed over it; then remove the files an older version left for
-    the same database (in /dev/shm they hold memory until a reboot)."""
+def rendered_section(data, key, blobs):
+    """The chunks that end a snapshot file of ``data`` with its trees
+    rendered: ``blobs`` gives one bytes per tree, in the order of column
+    troot (empty: none for that tree), streamed to the file as they come
+    (a million providers render to 225 MB); then where each one ends,
+    ``key`` (what the renderer calls its rendering, pickled) and the
+    trailer."""
+    pad = -len(data) % 8
+    yield b'\0' * pad
+    start = len(data) + pad
+    ends = array.array('q', [0])
+    at = 0
+    chunk = []
+    for blob in blobs:
+        at += len(blob)
+        ends.append(at)
+        chunk.append(blob)
+        if len(chunk) >= 1024:
+            yield b''.join(chunk)
+            chunk = []
+    yield b''.join(chunk)
+    pad = -at % 8
+    yield b'\0' * pad
+    offs = start + at + pad
+    yield ends.tobytes()
+    key_at = offs + len(ends) * ends.itemsize
+    yield pickle.dumps(key, protocol=5)
+    yield _TRAILER.pack(_RENDERED, start, offs, key_at)
+
+
+def write_file(path, data, more=()):
+    """Write ``data`` (then the chunks of ``more``) to ``path`` whole: to
+    a temporary file beside it, then renamed over it; then remove the
+    files an older version left for the same database (in /dev/shm they
+    hold memory until a reboot)."""
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix='.world-')
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)
+            for chunk in more:
+                f.write(chunk)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

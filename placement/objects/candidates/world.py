@@ -423,7 +423,8 @@ class World:
                     if self._from_file(ctx, conn, path, epoch, current):
                         return 'caught up from the shared snapshot'
                     data = self._reading(conn, epoch, current)
-                    snapshot.write_file(path, data)
+                    snapshot.write_file(path, data, self._rendered(
+                        ctx, data))
                     snap = snapshot.open_file(path)
             except OSError as exc:
                 # No room, no right: this process keeps its own copy.
@@ -441,6 +442,26 @@ class World:
         self.slots = current
         PROVIDERS_READ.inc(self.count)
         return how
+
+    def _rendered(self, ctx, data):
+        """The chunks ending a snapshot file of ``data`` with its trees
+        rendered by the registered renderer (render_trees_with); none if
+        there is none. Each tree whose providers are all in its run
+        (tree()'s Layout of the snapshot) is rendered; the others are
+        rendered by the processes, as the trees changed since."""
+        if _RENDERER is None:
+            return ()
+        key, render = _RENDERER
+        self._take(ctx, snapshot.Snapshot(data))
+        base = self.base
+        starts, shapes = base.tstart, base.tshape
+
+        def trees():
+            for i in range(len(base.troot)):
+                shape = shapes[i]
+                yield None if shape < 0 else self._base_tree(
+                    starts[i], starts[i + 1], shape)
+        return snapshot.rendered_section(data, key, render(trees()))
 
     def _from_file(self, ctx, conn, path, epoch, current):
         """Take the node's snapshot file if it is of this epoch, newer
@@ -523,11 +544,15 @@ class World:
 
     def _use(self, ctx, snap):
         """Make ``snap`` the base, nothing changed since: a full load."""
+        self._take(ctx, snap)
+        self.loads += 1
+
+    def _take(self, ctx, snap):
+        """Make ``snap`` the base, its kinds made."""
         self._reset(snap)
         names = self._names(ctx)
         for raw in snap.kinds:
             self._kind(raw, names)
-        self.loads += 1
 
     def _reset(self, snap):
         """``snap`` and nothing else: no kind made yet, nothing changed
@@ -813,16 +838,30 @@ class World:
             self._per_tree = per_tree.PerTree(self)
         return self._per_tree
 
-    def answer(self, cands):
+    def answer(self, cands, rendered_as=None):
         """model.Providers of an answer: those ``cands`` pick, and the
         Trees of those they allocate from. Made here, under the lock: the
-        handler renders them after it is released."""
+        handler renders them after it is released. With ``rendered_as``,
+        the key of the caller's rendering (render_trees_with), the trees
+        unchanged since the snapshot come rendered (``rendered``) when the
+        snapshot's file holds that rendering, not as Trees."""
         rps = self.rps
         provs = {rid: rps[rid].prov for rid in model.picked_providers(cands)}
         roots = {provs[rid].root_id
                  for rid in model.allocated_providers(cands)}
+        rendered = {}
+        base = self.base
+        if rendered_as is not None and base.rendered_key == rendered_as:
+            changed = self._tree_ov
+            for root in roots:
+                if root not in changed:
+                    blob = base.rendered(root)
+                    if blob is not None:
+                        rendered[root] = blob
         return model.Providers(provs, {root: self.tree(root)
-                                       for root in roots})
+                                       for root in roots
+                                       if root not in rendered},
+                               rendered=rendered)
 
     def tree(self, root):
         """The model.Tree of the tree under ``root``, kept until the tree
@@ -836,11 +875,16 @@ class World:
         base = self.base
         start, end, shape = base.tree_and_shape(root)
         mine = self._tree_ov.get(root)
+        if mine is None and shape >= 0:
+            tree = self._made_trees[root] = self._base_tree(start, end,
+                                                            shape)
+            self._made_trees_size += end - start
+            return tree
         if mine is None:
             ids = None
             uuids = base.uuids_between(start, end)
             kinds = base.kind[start:end].tolist()
-            layout = self._shapes[shape] if shape >= 0 else None
+            layout = None
             canonical = base.canonical
         else:
             ids = mine
@@ -864,6 +908,14 @@ class World:
         self._made_trees[root] = tree
         self._made_trees_size += len(kinds)
         return tree
+
+    def _base_tree(self, start, end, shape):
+        """The model.Tree of the snapshot's tree at positions ``start`` to
+        ``end``, of shape ``shape`` (not -1): as the snapshot has it."""
+        base = self.base
+        return model.Tree(base.uuids_between(start, end),
+                          base.kind[start:end].tolist(), self._shapes[shape],
+                          canonical=base.canonical, table=self._parts)
 
     def _tree_columns(self, start, end, ids, over):
         """(uuids, parent ids, same, canonical) of the providers ``ids``
@@ -905,6 +957,21 @@ def _all_rows(conn, stmt):
         return cursor.fetchall()
     finally:
         cursor.close()
+
+
+# (key, render): what renders a model.Tree's provider summaries for the
+# node's snapshot file (render_trees_with).
+_RENDERER = None
+
+
+def render_trees_with(key, render):
+    """Have the snapshot files written from now on end with every tree
+    rendered by ``render`` (an iterable of model.Tree, or None for a tree
+    it need not render -> one bytes each), as ``key`` (see
+    World.answer). The handler registers its rendering at the current
+    microversions: the objects know no JSON."""
+    global _RENDERER
+    _RENDERER = (key, render)
 
 
 def configure(conf):

@@ -20,6 +20,7 @@ from placement.objects.candidates import world as world_mod
 from placement.objects import changes
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
+from placement.tests.functional import test_candidate_gather as twr
 from placement.tests.functional import test_candidates_world as tcw
 
 
@@ -276,3 +277,62 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
         assert tcw.twr.get(app, path, tcw.LATEST) == first
         assert answered[-1] == 'world'
         assert not loader()
+
+
+@pytest.fixture
+def copied(monkeypatch):
+    """How many trees each answer of the world gave rendered already."""
+    counts = []
+    real = world_mod.World.answer
+
+    def answer(self, cands, rendered_as=None):
+        providers = real(self, cands, rendered_as)
+        counts.append(len(providers.rendered))
+        return providers
+
+    monkeypatch.setattr(world_mod.World, 'answer', answer)
+    return counts
+
+
+def _alike_sql(monkeypatch, app, query, version):
+    """The world's answer, checked against the SQL engine's."""
+    path = '/allocation_candidates?' + query
+    got = twr.get(app, path, version)
+    assert got == tcw._sql(monkeypatch, app, path, version)
+    return got[1]
+
+
+def test_trees_come_rendered_from_the_file_until_they_change(
+        shared, monkeypatch, copied):
+    """The file ends with every tree's summaries as the microversions
+    from 1.29 show them, rendered by the process that wrote it; an answer
+    copies those of the trees unchanged since, and renders the others: a
+    tree written since shows what it is now."""
+    with _app_and_engine() as (app, engine):
+        cloud, a = _cloud_of_one(app, vcpu=8)
+        b = cloud.provider('b', parent=a)
+        cloud.inventory(b, VCPU=4)
+        cloud.traits(b, 'CUSTOM_GPU')
+        c = cloud.provider('c')
+        cloud.inventory(c, VCPU=8)
+        query = 'resources=VCPU:1'
+        body = _alike_sql(monkeypatch, app, query, '1.39')
+        assert copied[-1] == 2 and len(body['provider_summaries']) == 3
+        with engine.connect() as conn:
+            first = world_mod.for_connection(conn)
+        assert first.base.rendered_key is not None
+        ino = first.base.ino
+        # c written since the file: rendered by the process, as it is now.
+        cloud.allocate(str(uuidlib.uuid4()), c, VCPU=3)
+        body = _alike_sql(monkeypatch, app, query, '1.39')
+        assert first.base.ino == ino and copied[-1] == 1
+        assert body['provider_summaries'][c]['resources']['VCPU'][
+            'used'] == 3
+        # Other microversions render their own.
+        for version in ('1.28', '1.17', '1.10'):
+            _alike_sql(monkeypatch, app, query, version)
+            assert copied[-1] == 0
+        # A later process maps the file and copies from it too.
+        second = _process(engine)
+        assert second.base.ino == ino
+        assert second.base.rendered(second.by_uuid[a]) is not None

@@ -156,3 +156,37 @@ def test_writing_removes_older_formats_of_the_database(tmp_path):
         PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {}))
     assert sorted(os.listdir(tmp_path)) == sorted(
         kept + [os.path.basename(path)])
+
+
+def _rendered_file(tmp_path, blobs):
+    data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
+    path = str(tmp_path / 'world')
+    snapshot.write_file(path, data, snapshot.rendered_section(
+        data, ('summaries', 7), iter(blobs)))
+    return path, data
+
+
+def test_a_file_may_end_with_each_tree_rendered(tmp_path):
+    # Trees 1, 3 and 4 (troot order); 3 not rendered (an empty one).
+    path, data = _rendered_file(tmp_path, [b'"one":{}', b'', b'"four":{}'])
+    snap = snapshot.open_file(path)
+    assert snap.rendered_key == ('summaries', 7)
+    assert bytes(snap.rendered(1)) == b'"one":{}'
+    assert bytes(snap.rendered(4)) == b'"four":{}'
+    assert snap.rendered(3) is None
+    # Not a root, not a tree, not an id.
+    assert [snap.rendered(r) for r in (2, 0, 99, None)] == [None] * 4
+    # The snapshot itself reads as without them.
+    assert snap.n == 5 and list(snap.troot) == [1, 3, 4]
+    plain = snapshot.Snapshot(data)
+    assert plain.rendered_key is None and plain.rendered(1) is None
+
+
+@pytest.mark.parametrize('cut', [1, 8, 40, 64])
+def test_a_rendered_file_cut_short_is_refused(tmp_path, cut):
+    path, _data = _rendered_file(tmp_path, [b'"one":{}', b'', b'"x"' * 9])
+    with open(path, 'rb') as f:
+        whole = f.read()
+    with open(path, 'wb') as f:
+        f.write(whole[:-cut])
+    assert snapshot.open_file(path) is None
