@@ -6,8 +6,8 @@ microversion asked.
 """
 import hashlib
 import itertools
-import marshal
 import operator
+import types
 
 import orjson
 import webob.exc
@@ -497,10 +497,25 @@ def list_allocation_candidates(req):
 
 
 def _code_of(*functions):
-    """A digest of ``functions``' code (and orjson's version)."""
+    """A digest of ``functions``' code (and orjson's version), the same in
+    every process running it (marshal's output is not: it depends on
+    reference counts)."""
     digest = hashlib.sha256(orjson.__version__.encode())
+
+    def add(code):
+        digest.update(code.co_code)
+        digest.update(repr(code.co_names).encode())
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                add(const)
+            elif isinstance(const, frozenset):
+                # Its order varies with the hash seed.
+                digest.update(repr(sorted(map(repr, const))).encode())
+            else:
+                digest.update(repr(const).encode())
+
     for function in functions:
-        digest.update(marshal.dumps(function.__code__))
+        add(function.__code__)
     return digest.hexdigest()
 
 

@@ -3,6 +3,7 @@ _Renderer), says what each candidate's own allocations and mappings say:
 for providers serving one group, several groups (amounts summed), groups
 without resources, and the older shapes."""
 import json
+import os
 
 import pytest
 
@@ -121,3 +122,19 @@ def test_uuids_needing_escapes_still_valid_json():
     groups = [G('1', [('VCPU', 1)], {1: [1], 2: [2]})]
     cands = tc.run(provs, groups)
     assert rendered(cands, provs) == expected(cands, provs)
+
+
+def test_the_node_rendering_is_named_alike_in_every_process():
+    """The trees a snapshot file holds rendered are copied by the processes
+    whose key (a digest of the rendering code) is the writer's: the same
+    whatever a process's hash seed (marshal's bytes would differ)."""
+    import subprocess
+    import sys
+    keys = set()
+    for seed in ('1', '2'):
+        keys.add(subprocess.run(
+            [sys.executable, '-c', 'from placement.handlers import '
+             'allocation_candidate as h; print(h._NODE_KEY)'],
+            env=dict(os.environ, PYTHONHASHSEED=seed), check=True,
+            capture_output=True, text=True).stdout)
+    assert len(keys) == 1 and ac._NODE_KEY[2] in keys.pop()
