@@ -79,8 +79,8 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
 
 def render_trees_with(key, render):
     """Have the world's snapshot files hold every tree's summaries as
-    ``render`` renders them (see world.render_trees_with), for the requests that
-    ask for ``key`` (find's ``rendered_as``): world.render_trees_with."""
+    ``render`` renders them, for the requests that ask for ``key``
+    (find's ``rendered_as``): see world.render_trees_with."""
     world_mod.render_trees_with(key, render)
 
 

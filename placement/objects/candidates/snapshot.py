@@ -110,20 +110,29 @@ class Snapshot:
 
     # -- lookups -----------------------------------------------------------
 
-    def rendered(self, root):
-        """The summaries of the tree under ``root`` as rendered for the
-        node (a memoryview of the buffer: copied once, into the answer;
-        see rendered_section); None when there are none."""
-        if self.rendered_key is None or type(root) is not int:
-            return None
-        i = bisect.bisect_left(self.troot, root)
-        if i == len(self.troot) or self.troot[i] != root:
-            return None
-        ends = self._blob_ends
-        start, end = ends[i], ends[i + 1]
-        if start == end:
-            return None
-        return self._blobs[start:end]
+    def rendered(self, roots):
+        """{root: the summaries of its tree as rendered for the node} of
+        those of ``roots`` (ascending ids) that have them: memoryviews of
+        the buffer, copied once, into the answer (see rendered_section).
+        The next root is mostly the next tree (a walk's roots): looked
+        for only when it is not."""
+        out = {}
+        if self.rendered_key is None:
+            return out
+        troot, ends, blobs = self.troot, self._blob_ends, self._blobs
+        count = len(troot)
+        i = 0
+        for root in roots:
+            if type(root) is not int:
+                continue
+            if i < count and troot[i] != root:
+                i = bisect.bisect_left(troot, root, i)
+            if i < count and troot[i] == root:
+                start, end = ends[i], ends[i + 1]
+                if start != end:
+                    out[root] = blobs[start:end]
+                i += 1
+        return out
 
     def uuid_at(self, pos):
         if self.odd_uuids and pos in self.odd_uuids:

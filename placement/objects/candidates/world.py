@@ -853,11 +853,8 @@ class World:
         base = self.base
         if rendered_as is not None and base.rendered_key == rendered_as:
             changed = self._tree_ov
-            for root in roots:
-                if root not in changed:
-                    blob = base.rendered(root)
-                    if blob is not None:
-                        rendered[root] = blob
+            rendered = base.rendered(sorted(
+                root for root in roots if root not in changed))
         return model.Providers(provs, {root: self.tree(root)
                                        for root in roots
                                        if root not in rendered},

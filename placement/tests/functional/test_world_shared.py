@@ -335,4 +335,5 @@ def test_trees_come_rendered_from_the_file_until_they_change(
         # A later process maps the file and copies from it too.
         second = _process(engine)
         assert second.base.ino == ino
-        assert second.base.rendered(second.by_uuid[a]) is not None
+        root = second.by_uuid[a]
+        assert list(second.base.rendered([root])) == [root]

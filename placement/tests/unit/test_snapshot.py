@@ -171,15 +171,14 @@ def test_a_file_may_end_with_each_tree_rendered(tmp_path):
     path, data = _rendered_file(tmp_path, [b'"one":{}', b'', b'"four":{}'])
     snap = snapshot.open_file(path)
     assert snap.rendered_key == ('summaries', 7)
-    assert bytes(snap.rendered(1)) == b'"one":{}'
-    assert bytes(snap.rendered(4)) == b'"four":{}'
-    assert snap.rendered(3) is None
-    # Not a root, not a tree, not an id.
-    assert [snap.rendered(r) for r in (2, 0, 99, None)] == [None] * 4
+    found = snap.rendered([0, 1, 2, 3, 4, 99, None])
+    assert {root: bytes(view) for root, view in found.items()} == {
+        1: b'"one":{}', 4: b'"four":{}'}
+    assert list(snap.rendered([4])) == [4] and snap.rendered([3]) == {}
     # The snapshot itself reads as without them.
     assert snap.n == 5 and list(snap.troot) == [1, 3, 4]
     plain = snapshot.Snapshot(data)
-    assert plain.rendered_key is None and plain.rendered(1) is None
+    assert plain.rendered_key is None and plain.rendered([1]) == {}
 
 
 @pytest.mark.parametrize('cut', [1, 8, 40, 64])
