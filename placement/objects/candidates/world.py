@@ -423,8 +423,7 @@ class World:
                     if self._from_file(ctx, conn, path, epoch, current):
                         return 'caught up from the shared snapshot'
                     data = self._reading(conn, epoch, current)
-                    snapshot.write_file(path, data, self._rendered(
-                        ctx, data))
+                    self._write_shared(ctx, path, data)
                     snap = snapshot.open_file(path)
             except OSError as exc:
                 # No room, no right: this process keeps its own copy.
@@ -442,6 +441,19 @@ class World:
         self.slots = current
         PROVIDERS_READ.inc(self.count)
         return how
+
+    def _write_shared(self, ctx, path, data):
+        """Write the node's file of snapshot ``data``, ending with its
+        trees rendered (_rendered); without them if rendering fails: they
+        only spare the processes work, the world is whole without them."""
+        try:
+            snapshot.write_file(path, data, self._rendered(ctx, data))
+        except OSError:
+            raise
+        except Exception:
+            LOG.exception('Allocation candidates: rendering the trees for '
+                          '%s failed; the file goes without them.', path)
+            snapshot.write_file(path, data)
 
     def _rendered(self, ctx, data):
         """The chunks ending a snapshot file of ``data`` with its trees

@@ -337,3 +337,25 @@ def test_trees_come_rendered_from_the_file_until_they_change(
         assert second.base.ino == ino
         root = second.by_uuid[a]
         assert list(second.base.rendered([root])) == [root]
+
+
+def test_a_rendering_that_fails_leaves_the_file_without_it(
+        shared, monkeypatch, copied, caplog):
+    """The rendered trees only spare the processes work: if rendering them
+    fails, the file is written without them (logged) and every answer is
+    rendered by the process, as right as ever."""
+    def broken(trees):
+        yield b''
+        raise RuntimeError('a bug')
+
+    key, _render = world_mod._RENDERER
+    monkeypatch.setattr(world_mod, '_RENDERER', (key, broken))
+    with _app_and_engine() as (app, engine):
+        cloud, a = _cloud_of_one(app, vcpu=8)
+        _alike_sql(monkeypatch, app, 'resources=VCPU:1', '1.39')
+        assert copied[-1] == 0
+        with engine.connect() as conn:
+            first = world_mod.for_connection(conn)
+        assert first.base.path and first.base.rendered_key is None
+    assert any('rendering the trees' in r.getMessage()
+               for r in caplog.records)
