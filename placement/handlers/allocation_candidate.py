@@ -279,10 +279,11 @@ def _summaries_shape(groups, want):
     return requested, want.matches(TRAITS_IN_SUMMARIES)
 
 
-def _provider_summaries(cands, providers, groups, want, whole_trees):
+def _provider_summaries(cands, providers, shown, whole_trees):
     """Summaries of every provider in the trees the candidates allocate
     from (only the providers they allocate from, for old microversions
-    on nested worlds), as the JSON object itself (bytes).
+    on nested worlds), as the JSON object itself (bytes); ``shown``:
+    (_summaries_shape, whether parent and root uuids are shown).
 
     A tree's summaries are rendered once per shape (microversion, classes
     shown) and kept on its model.Tree, which the world keeps until the
@@ -292,11 +293,9 @@ def _provider_summaries(cands, providers, groups, want, whole_trees):
     rendered already (``providers.rendered``, see _NODE_SHAPE) are copied.
     """
     used = model.allocated_providers(cands)
-    shape = _summaries_shape(groups, want)
+    shape, nested = key = shown
     parts = model.OnFirstUse(lambda part: _part(part, shape))
     if whole_trees:
-        nested = want.matches(NESTED_AWARE)
-        key = (shape, nested)
         entries = []
         by_table = {}
         rendered = providers.rendered
@@ -472,6 +471,7 @@ def list_allocation_candidates(req):
 
     conf = context.config.placement
     nested_aware = want.matches(NESTED_AWARE)
+    # What the summaries show, as _NODE_SHAPE says it.
     shown = (_summaries_shape(groups, want), nested_aware)
     try:
         cands, providers, has_trees = engine.find(
@@ -490,7 +490,7 @@ def list_allocation_candidates(req):
         'allocation_requests': (requests if type(requests) is list
                                 else util.RawJSON(requests)),
         'provider_summaries': util.RawJSON(_provider_summaries(
-            cands, providers, groups, want,
+            cands, providers, shown,
             whole_trees=nested_aware or not has_trees)),
     }
     return util.json_response(req, body, large=True)

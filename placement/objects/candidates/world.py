@@ -881,14 +881,20 @@ class World:
         tree = self._made_trees.get(root)
         if tree is not None:
             return tree
-        base = self.base
-        start, end, shape = base.tree_and_shape(root)
+        start, end, shape = self.base.tree_and_shape(root)
         mine = self._tree_ov.get(root)
         if mine is None and shape >= 0:
-            tree = self._made_trees[root] = self._base_tree(start, end,
-                                                            shape)
-            self._made_trees_size += end - start
-            return tree
+            tree = self._base_tree(start, end, shape)
+        else:
+            tree = self._other_tree(root, start, end, shape, mine)
+        self._made_trees[root] = tree
+        self._made_trees_size += len(tree.parts)
+        return tree
+
+    def _other_tree(self, root, start, end, shape, mine):
+        """tree() of a tree changed since the snapshot (its providers
+        ``mine``), or with a parent in another tree (``shape`` -1)."""
+        base = self.base
         if mine is None:
             ids = None
             uuids = base.uuids_between(start, end)
@@ -904,18 +910,15 @@ class World:
         if layout is None:
             layout = self._layouts.get(root)
         if layout is not None:
-            tree = model.Tree(uuids, kinds, layout, canonical=canonical,
+            return model.Tree(uuids, kinds, layout, canonical=canonical,
                               table=self._parts)
-        else:
-            if ids is None:
-                ids = base.ids[start:end].tolist()
-                parent_ids = base.parent[start:end].tolist()
-            tree = model.Tree.of(ids, uuids, kinds, parent_ids, root,
-                                 self._uuid, table=self._parts)
-            if tree.layout.size == len(ids):
-                self._layouts[root] = tree.layout
-        self._made_trees[root] = tree
-        self._made_trees_size += len(kinds)
+        if ids is None:
+            ids = base.ids[start:end].tolist()
+            parent_ids = base.parent[start:end].tolist()
+        tree = model.Tree.of(ids, uuids, kinds, parent_ids, root,
+                             self._uuid, table=self._parts)
+        if tree.layout.size == len(ids):
+            self._layouts[root] = tree.layout
         return tree
 
     def _base_tree(self, start, end, shape):
