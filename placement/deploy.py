@@ -11,7 +11,7 @@ from oslo_middleware import cors
 from placement import auth
 from placement import context as placement_context
 from placement.db import api as db_api
-from placement.db import migration
+from placement.db import startup
 from placement import fault_wrap
 from placement import handler
 from placement.objects.candidates import world
@@ -84,9 +84,11 @@ def update_database(conf):
     from placement.objects import resource_class as rc_obj
     from placement.objects import trait as trait_obj
     from placement import conf as placement_conf
-    with migration.startup_lock():
+    with startup.startup_lock():
         if (conf.placement_database.sync_on_startup
                 or placement_conf.uses_embedded_database(conf)):
+            # Here only: alembic adds 0.3 s to a worker's start.
+            from placement.db import migration
             migration.upgrade('head')
         ctx = placement_context.admin_context(conf)
         agg_obj.reset_ids()

@@ -31,6 +31,7 @@ from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
 from placement.db import migration
+from placement.db import startup
 from placement.objects import data_migration
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -51,7 +52,7 @@ class DbCommands:
     def sync(self):
         """Upstream's schema track, then ours (see placement.db.migration);
         one at a time with API nodes migrating at start-up."""
-        with migration.startup_lock():
+        with startup.startup_lock():
             migration.upgrade('head')
         return 0
 
@@ -65,7 +66,7 @@ class DbCommands:
         return 0
 
     def drop_extra(self):
-        with migration.startup_lock():
+        with startup.startup_lock():
             migration.drop_extra()
         return 0
 

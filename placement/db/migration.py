@@ -8,8 +8,6 @@ docstring for adding one) are recorded in ``placement_extra_version`` and
 applied after upstream's. ``upgrade('head')`` is what ``db sync`` and
 ``sync_on_startup`` do: both tracks to their heads.
 """
-import contextlib
-import fcntl
 import logging
 import os
 
@@ -132,55 +130,3 @@ def drop_extra(engine=None):
     with engine.begin() as conn:
         conn.execute(sa.text('DROP TABLE IF EXISTS %s'
                              % EXTRA_VERSION_TABLE))
-
-
-# Any fixed number: the PostgreSQL advisory lock key placement's start-up
-# sync takes (MySQL/MariaDB use the name below).
-_PG_LOCK_KEY = 0x706c6163
-_MYSQL_LOCK_NAME = 'placement_startup_sync'
-
-
-@contextlib.contextmanager
-def startup_lock(engine=None, timeout=300):
-    """One process at a time: several WSGI workers starting together must
-    not run the migrations and the standard trait sync side by side (on
-    SQLite that ends in 'database is locked'; elsewhere in duplicate DDL).
-
-    SQLite: an flock on a file beside the database. PostgreSQL / MySQL:
-    a session-level advisory lock, so processes on other hosts wait too.
-    """
-    engine = engine or db_api.get_engine()
-    backend = engine.dialect.name
-    if backend == 'sqlite':
-        path = engine.url.database
-        if not path or path == ':memory:' or path.startswith('file:'):
-            yield
-            return
-        with open(path + '.lock', 'a') as lockfile:
-            fcntl.flock(lockfile, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lockfile, fcntl.LOCK_UN)
-        return
-    if backend == 'postgresql':
-        take = sa.text('SELECT pg_advisory_lock(:key)')
-        give = sa.text('SELECT pg_advisory_unlock(:key)')
-        params = {'key': _PG_LOCK_KEY}
-    elif backend == 'mysql':
-        take = sa.text('SELECT GET_LOCK(:name, :timeout)')
-        give = sa.text('SELECT RELEASE_LOCK(:name)')
-        params = {'name': _MYSQL_LOCK_NAME, 'timeout': timeout}
-    else:
-        yield
-        return
-    with engine.connect() as conn:
-        conn.execute(take, params)
-        # The lock belongs to the session: end the transaction so this
-        # connection holds nothing else while the work runs.
-        conn.commit()
-        try:
-            yield
-        finally:
-            conn.execute(give, params)
-            conn.commit()

@@ -6,6 +6,7 @@ import pytest
 
 from placement.cmd import manage
 from placement.db import migration
+from placement.db import startup
 from placement.objects import data_migration
 
 
@@ -72,7 +73,7 @@ def test_sync_version_and_stamp_call_the_migration_module(no_db, monkeypatch,
         ('stamp', v)))
     monkeypatch.setattr(migration, 'version', lambda track='upstream': {
         'upstream': 'a082b8bb98d0', 'extra': 'c3a1f0e2d4b7'}[track])
-    monkeypatch.setattr(migration, 'startup_lock', contextlib.nullcontext)
+    monkeypatch.setattr(startup, 'startup_lock', contextlib.nullcontext)
     assert manage.main(no_db + ['db', 'sync']) == 0
     assert manage.main(no_db + ['db', 'stamp', 'b4ed3a175331']) == 0
     assert manage.main(no_db + ['db', 'version']) == 0
