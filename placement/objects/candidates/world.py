@@ -23,9 +23,11 @@ when it is recent enough to catch up from) happens on first use, when the
 database's epoch changes (a new database, a renamed resource class or
 trait, ``placement-manage reload``), when this process is further behind
 than the change log keeps, when more changed than half its providers, when
-what changed since the snapshot grows past a tenth of it (``_OVERLAY``),
-and when the log was pruned between its two reads. Each is logged at INFO
-and counted in /metrics.
+what changed since the snapshot grows past a tenth of it (``_OVERLAY``;
+where the snapshot is the node's file, a thread renews the file instead
+and requests go on meanwhile: ``_renew_apart``), and when the log was
+pruned between its two reads. Each is logged at INFO and counted in
+/metrics.
 """
 import array
 import bisect
@@ -39,6 +41,7 @@ from oslo_log import log as logging
 import prometheus_client
 import sqlalchemy as sa
 
+from placement import context as placement_context
 from placement.db import models
 from placement.objects.candidates import model
 from placement.objects.candidates import per_tree
@@ -61,6 +64,31 @@ _CHUNK = 500
 # Providers changed since the snapshot past which a new one is made: at
 # least this many, at least a tenth of the snapshot.
 _OVERLAY = 5000
+
+
+def _renew_file(path, ino, engine, config, mysql):
+    """World._renew_apart's thread: write the node's file at ``path``
+    again from the database, unless another process did since it was
+    ``ino`` (its thread waited for the file's lock meanwhile)."""
+    start = time.perf_counter()
+    ctx = placement_context.admin_context(config)
+    scratch = World()
+    scratch._mysql = mysql
+    try:
+        with snapshot.locked(path):
+            if snapshot.inode(path) != ino:
+                return
+            with engine.connect() as conn:
+                epoch, current = changes.counters(conn)
+                scratch._write_shared(ctx, path,
+                                      scratch._bytes(conn, epoch, current))
+    except Exception:
+        LOG.exception('Allocation candidates: renewing %s failed; the '
+                      'next request past the threshold reads the world '
+                      'itself.', path)
+        return
+    LOG.info('Allocation candidates: renewed %s from the database in '
+             '%.3f s.', path, time.perf_counter() - start)
 
 
 def _overlay_limit(n):
@@ -312,6 +340,7 @@ class World:
         self.loads = 0                  # full loads (tests)
         self.loading_apart = False      # see engine._ready
         self.reading = False            # see _reading
+        self._renewal = None            # (base inode, thread): _renew_apart
         self._reset(snapshot.Snapshot(snapshot.build(
             [], [], [], [], [], None, {})))
 
@@ -364,7 +393,9 @@ class World:
         # kinds made since (each new usage of a provider may make one),
         # a new snapshot keeps this process's share small.
         since = max(len(self.changed), len(self.kinds) - len(self.base.kinds))
-        if since + behind > _overlay_limit(self.base.n):
+        over = since + behind - _overlay_limit(self.base.n)
+        if over > 0 and (over > _overlay_limit(self.base.n)
+                         or not self._renew_apart(conn, ctx.config)):
             return 'many changes since the snapshot'
         ids = changes.logged(conn, self.slots, current)
         if ids is None:
@@ -373,6 +404,29 @@ class World:
         PARTIAL_LOADS.inc()
         PROVIDERS_READ.inc(len(ids))
         return None
+
+    def _renew_apart(self, conn, config):
+        """Have the node's file made again from the database by a thread
+        of this process, the requests answered meanwhile from this
+        snapshot and what changed since (reading and rendering a million
+        providers takes 15 s: every request of the node would wait).
+        Each process moves to the new file at its next change check
+        ('newer snapshot'). False when the file cannot be renewed so: this
+        world has none, its database is SQLite (whose writers would wait
+        for the read), or the renewal begun from this snapshot ended
+        without a new file; the caller loads in the request then, as
+        past twice the threshold (the renewal too slow for the writes)."""
+        path, ino = self.base.path, self.base.ino
+        if not path or conn.dialect.name == 'sqlite':
+            return False
+        if self._renewal is not None and self._renewal[0] == ino:
+            return self._renewal[1].is_alive()
+        thread = threading.Thread(
+            target=_renew_file, name='placement-world-renew',
+            args=(path, ino, conn.engine, config, self._mysql), daemon=True)
+        self._renewal = (ino, thread)
+        thread.start()
+        return True
 
     def first_load_is_long(self, conn):
         """Whether this world was never loaded and loading it means
