@@ -409,7 +409,7 @@ class World:
         """Have the node's file made again from the database by a thread
         of this process, the requests answered meanwhile from this
         snapshot and what changed since (reading and rendering a million
-        providers takes 15 s: every request of the node would wait).
+        providers takes about 10 s: every request would wait).
         Each process moves to the new file at its next change check
         ('newer snapshot'). False when the file cannot be renewed so: this
         world has none, its database is SQLite (whose writers would wait

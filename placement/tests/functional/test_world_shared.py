@@ -10,6 +10,7 @@ all of it is the freshness check's (test_world_freshness.py runs its
 world processes sharing a file, made again every few changes).
 """
 import os
+import threading
 import uuid as uuidlib
 
 import pytest
@@ -158,7 +159,6 @@ def test_a_newer_file_after_many_changes_and_the_others_follow(
 def _held_renewals(monkeypatch):
     """(release, failures): renewals read the database once ``release``
     is set, and raise the messages put in ``failures`` instead."""
-    import threading
     release = threading.Event()
     failures = []
     real = world_mod.World._bytes
@@ -176,7 +176,7 @@ def _held_renewals(monkeypatch):
 
 def test_requests_are_answered_while_the_file_is_renewed(
         shared, monkeypatch, full_reads):
-    """Renewing the file (reading every provider: 15 s at a million)
+    """Renewing the file (reading every provider: 10 s at a million)
     keeps no request waiting: they are answered from the old snapshot
     and what changed since, which may grow past the threshold meanwhile;
     one renewal at a time."""
@@ -324,7 +324,6 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
     server in a thread of its own; until it is done (or after it failed)
     the SQL engine answers, and the same, but for the requests of the
     process reading it, which wait; then the world answers."""
-    import threading
     from placement.objects.candidates import search
     from placement.objects.candidates import sql
     monkeypatch.setattr(world_mod, 'READ_APART_FROM', 5)
