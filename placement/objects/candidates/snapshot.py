@@ -513,9 +513,18 @@ def write_file(path, data, more=()):
     """Write ``data`` (then the chunks of ``more``) to ``path`` whole: to
     a temporary file beside it, then renamed over it; then remove the
     files an older version left for the same database (in /dev/shm they
-    hold memory until a reboot)."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.world-')
+    hold memory until a reboot). The caller holds the file's lock
+    (``locked``), so a temporary file of ``path`` found here is a dead
+    writer's (a process that ended while its thread renewed the file):
+    removed first."""
+    directory, name = os.path.split(path)
+    prefix = '.%s.' % name
+    with contextlib.suppress(OSError):
+        for other in os.listdir(directory):
+            if other.startswith(prefix):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(directory, other))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix)
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)

@@ -85,6 +85,23 @@ def test_a_file_cut_short_is_refused(tmp_path, cut):
     assert snapshot.open_file(path).n == 5
 
 
+def test_a_dead_writers_temporary_file_goes_with_the_next_write(tmp_path):
+    """A process that ends while its thread writes the file leaves the
+    temporary file (in /dev/shm: memory until a reboot); the next writer,
+    holding the lock, removes it. Another database's are not its own."""
+    data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
+    path = str(tmp_path / 'world-a.plworld5')
+    dead = tmp_path / '.world-a.plworld5.x1y2z3'
+    other = tmp_path / '.world-b.plworld5.x1y2z3'
+    for leftover in (dead, other):
+        leftover.write_bytes(b'half a world')
+    with snapshot.locked(path):
+        snapshot.write_file(path, data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        other.name, 'world-a.plworld5', 'world-a.plworld5.lock']
+    assert snapshot.open_file(path).n == 5
+
+
 def test_uuids_sql_by_hand_may_write(tmp_path):
     # The column is a string: shorter, longer, non-ASCII or quoted
     # uuids come back exactly as written, and are found by uuid.
