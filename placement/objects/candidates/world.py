@@ -391,11 +391,13 @@ class World:
             return 'more changes than half the providers'
         # Past a tenth of the snapshot, in providers read again or in
         # kinds made since (each new usage of a provider may make one),
-        # a new snapshot keeps this process's share small.
+        # a new snapshot keeps this process's share small: renewed by a
+        # thread, or here past twice the limit or when it cannot be.
         since = max(len(self.changed), len(self.kinds) - len(self.base.kinds))
-        over = since + behind - _overlay_limit(self.base.n)
-        if over > 0 and (over > _overlay_limit(self.base.n)
-                         or not self._renew_apart(conn, ctx.config)):
+        limit = _overlay_limit(self.base.n)
+        if since + behind > limit and (
+                since + behind > 2 * limit
+                or not self._renew_apart(conn, ctx.config)):
             return 'many changes since the snapshot'
         ids = changes.logged(conn, self.slots, current)
         if ids is None:
