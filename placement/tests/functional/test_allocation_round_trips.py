@@ -49,24 +49,16 @@ def test_statements_per_put():
     w.inventory('cn', 'VCPU', 8)
     w.inventory('cn', 'MEMORY_MB', 1024)
     rp = '11111111-2222-3333-4444-555555555555'
-    statements = []
-
-    def record(conn, cursor, statement, params, context, executemany):
-        statements.append(statement)
-
     with gabbits.app_and_engine_over_world(w) as (app, engine):
         # The first write creates project, user and consumer type.
         assert _put(app, str(uuid.uuid4()), rp, None).status_int == 204
         consumer = str(uuid.uuid4())
-        sa.event.listen(engine, 'before_cursor_execute', record)
-        try:
+        with gabbits.statements_run(engine) as statements:
             assert _put(app, consumer, rp, None).status_int == 204
             new, new_log = _split(statements)
             del statements[:]
             assert _put(app, consumer, rp, 1).status_int == 204
             replace, replace_log = _split(statements)
-        finally:
-            sa.event.remove(engine, 'before_cursor_execute', record)
         # The change log the candidates' world reads (objects/changes.py)
         # is written by the database's triggers: no statement of ours.
         assert new_log == 0, statements
@@ -94,19 +86,11 @@ def test_statements_per_get():
     """A client reads a consumer before each rewrite of it: one statement
     (the consumer type's name joined in, not looked up after)."""
     w, rp = _one_provider()
-    statements = []
-
-    def record(conn, cursor, statement, params, context, executemany):
-        statements.append(statement)
-
     with gabbits.app_and_engine_over_world(w) as (app, engine):
         consumer = str(uuid.uuid4())
         assert _put(app, consumer, rp, None).status_int == 204
-        sa.event.listen(engine, 'before_cursor_execute', record)
-        try:
+        with gabbits.statements_run(engine) as statements:
             resp = _get(app, consumer)
-        finally:
-            sa.event.remove(engine, 'before_cursor_execute', record)
     assert resp.status_int == 200
     body = json.loads(resp.body)
     assert body['consumer_type'] == 'INSTANCE'

@@ -9,7 +9,6 @@ import urllib.parse
 import uuid
 
 import pytest
-import sqlalchemy as sa
 import webob
 
 from placement import context as placement_context
@@ -193,19 +192,11 @@ def _big_world(n):
 
 def _report_and_statements(n):
     """The report for ``n`` hosts and the SQL statements it ran."""
-    statements = []
-
-    def record(conn, cursor, statement, params, context, executemany):
-        statements.append(statement)
-
     with gabbits.app_and_engine_over_world(_big_world(n)) as (_app, engine):
-        sa.event.listen(engine, 'before_cursor_execute', record)
-        try:
+        with gabbits.statements_run(engine) as statements:
             report = capacity.report_for_query(
                 placement_context.admin_context(),
                 'resources=VCPU:4,MEMORY_MB:8192,DISK_GB:40')
-        finally:
-            sa.event.remove(engine, 'before_cursor_execute', record)
     return report, statements
 
 
