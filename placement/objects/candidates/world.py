@@ -771,6 +771,19 @@ class World:
             return tuple(self.base.kind[start:end])
         return self._changed_tree(root, ids)[0]
 
+    def kinds_by_tree(self):
+        """(root, tree_kinds) of every tree: the snapshot's unchanged
+        trees read from its kind column in one pass."""
+        base, overlay = self.base, self._tree_ov
+        kinds = base.kind.tolist()
+        starts = base.tstart.tolist()
+        for i, root in enumerate(base.troot):
+            if root not in overlay:
+                yield root, kinds[starts[i]:starts[i + 1]]
+        for root, ids in overlay.items():
+            if ids:
+                yield root, self._changed_tree(root, ids)[0]
+
     def _changed_tree(self, root, ids):
         """(kinds, over) of the tree under ``root``, changed since the
         snapshot (its providers ``ids``), kept until it changes again: its
