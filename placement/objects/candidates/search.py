@@ -202,7 +202,7 @@ class _Request:
         rps = self.rps
         ok_roots = [r for r in roots if self.root_ok(r)] \
             if self.root_required or self.root_forbidden else roots
-        batch = _Batch(self.world, ok_roots)
+        batch = _Batch(self.world, ok_roots, self._classes(groups))
         per_group = []
         sharing_used = set()
         for g in self.groups if groups is None else groups:
@@ -227,6 +227,16 @@ class _Request:
             out.append(g.combine_group(rules.add_sharing(
                 g, by_anchor, srows, anchors_of, bad_roots)))
         return out
+
+    def _classes(self, groups):
+        """The classes ``groups`` ask for (a frozenset), when each asks
+        for some: a batch needs no other provider (_in_trees keeps only
+        those serving one of its group's classes). None when a group asks
+        for none (it reads every provider)."""
+        groups = self.groups if groups is None else groups
+        if all(g.amounts for g in groups):
+            return frozenset(rc for g in groups for rc, _amount in g.amounts)
+        return None
 
     def _in_trees(self, g, batch):
         """The providers of the trees of ``batch`` (a _Batch) able to
@@ -481,7 +491,8 @@ class _Request:
 
 class _Batch:
     """The providers of the trees under some roots, in the roots' order
-    then by id, as the groups of one batch read them: their ids, the
+    then by id (those with inventory of one of ``classes``, when the
+    groups name some), as the groups of one batch read them: their ids, the
     index of the kind each is (world.Kind: providers alike share one, so
     what an inventory serves is judged once per kind), their roots and
     the distinct kinds' inventories. A provider's record is made only
@@ -489,8 +500,9 @@ class _Batch:
 
     __slots__ = ('ids', 'inv_keys', 'roots', 'invs', 'rps')
 
-    def __init__(self, world, roots):
-        self.ids, self.inv_keys, self.roots = world.tree_rows(roots)
+    def __init__(self, world, roots, classes=None):
+        self.ids, self.inv_keys, self.roots = world.tree_rows(roots,
+                                                              classes)
         kinds = world.kinds
         self.invs = {k: kinds[k].inv for k in set(self.inv_keys)}
         self.rps = world.rps

@@ -36,7 +36,7 @@ import pickle
 import struct
 import tempfile
 
-_MAGIC = b'PLWORLD5'
+_MAGIC = b'PLWORLD6'
 # The end of a file with rendered trees: this, then three offsets.
 _RENDERED = b'PLRENDER'
 _TRAILER = struct.Struct('<8sQQQ')
@@ -51,7 +51,11 @@ _COLUMNS = (('ids', 'q'), ('parent', 'q'), ('root', 'q'), ('kind', 'i'),
             ('trait_keys', 'q'), ('trait_start', 'q'), ('trait_ids', 'q'),
             ('trait_rstart', 'q'), ('trait_roots', 'q'),
             ('agg_keys', 'q'), ('agg_start', 'q'), ('agg_ids', 'q'),
-            ('agg_rstart', 'q'), ('agg_roots', 'q'))
+            ('agg_rstart', 'q'), ('agg_roots', 'q'), ('cls', 'B'))
+# Column cls: the index in ``class_sets`` of the classes a provider has
+# inventory of; this for a provider whose set came after the first 255
+# (its kind says).
+MANY_CLASS_SETS = 255
 
 
 class Snapshot:
@@ -94,6 +98,8 @@ class Snapshot:
         # Tree shapes: (parent per provider, as an index into the tree's
         # run, None for none; the root's index), for column tshape.
         self.shapes = head['shapes']
+        # Column cls's sets of class ids (frozensets), by index.
+        self.class_sets = head['class_sets']
 
     def _rendered_from(self, mv, size):
         """Read the rendered section after the snapshot's ``size`` bytes
@@ -289,6 +295,11 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
                     for rid in ids]
     kinds = list(kind_of)
     cols['kind'].extend(per_provider)
+    class_sets = {}
+    kind_cls = [min(class_sets.setdefault(frozenset(row[0] for row in inv),
+                                          len(class_sets)), MANY_CLASS_SETS)
+                for inv, _tids, _aids in kinds]
+    cols['cls'].extend([kind_cls[k] for k in per_provider])
     uuid_list = [row[2] for row in rows]
     joined = ''.join(uuid_list)
     is_canonical = False
@@ -344,7 +355,9 @@ def build(rps, invs, usage, traits, aggs, epoch, slots):
     return _pack(cols, uuids, dict(epoch=epoch, slots=slots, n=n,
                                    children=children, kinds=kinds,
                                    id_lo=id_lo, odd_uuids=odd,
-                                   canonical=is_canonical, shapes=shapes))
+                                   canonical=is_canonical, shapes=shapes,
+                                   class_sets=list(class_sets)[
+                                       :MANY_CLASS_SETS]))
 
 
 def _tree_shapes(ids, parents, roots, starts, column):

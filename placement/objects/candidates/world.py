@@ -33,6 +33,7 @@ import array
 import bisect
 import collections
 import collections.abc
+import itertools
 import threading
 import time
 import weakref
@@ -642,6 +643,7 @@ class World:
         self._roots_by = {}             # (of, key) -> the base's roots
         self._ov_runs = {}              # root -> _changed_tree, changed trees
         self._fits = {}                 # see fits()
+        self._class_filters = {}        # see _class_filter()
         self.roots = array.array('q', snap.troot)   # sorted root ids
         self.children = snap.children   # providers with a parent
         self.count = snap.n             # providers
@@ -816,54 +818,93 @@ class World:
         return [(i, rec) for i, rec in enumerate(map(self.changed.get, ids))
                 if rec is not None]
 
-    def tree_rows(self, roots):
+    def tree_rows(self, roots, classes=None):
         """(ids, kinds, roots): the providers of the trees under
         ``roots``, in that order then by id, the index of each one's kind
-        and its root.
+        and its root; with ``classes`` (class ids), only those with
+        inventory of one of them.
 
-        A walk's batch is mostly runs of the snapshot's roots one after
-        another, whose trees are runs of positions one after another: each
-        run is read in a few slices (a thousand trees in a few)."""
+        The trees unchanged since the snapshot are runs of its positions
+        (a walk's roots one after another make one run; a random sample's
+        are scattered): their runs are gathered, then read together at C
+        speed, and the providers with none of ``classes`` left out by the
+        snapshot's cls column (of a tree of 19, the one a request for VCPU
+        and MEMORY_MB reads)."""
         base = self.base
         overlay = self._tree_ov
         troot, tstart = base.troot, base.tstart
         count = len(troot)
+        keep = None if classes is None else self._class_filter(classes)
         ids, kinds, tree_roots = [], [], []
-        start = end = None          # the run of positions being gathered
+        starts, ends = [], []       # runs of positions gathered
         nxt = None                  # troot index a run would go on with
         for root in roots:
             mine = overlay.get(root)
             if mine is None:
                 if nxt is not None and nxt < count and troot[nxt] == root:
                     nxt += 1
-                    end = tstart[nxt]
+                    ends[-1] = tstart[nxt]
                     continue
-                if start is not None:
-                    ids += base.ids[start:end].tolist()
-                    kinds += base.kind[start:end].tolist()
-                    tree_roots += base.root[start:end].tolist()
-                    start = None
                 nxt = bisect.bisect_left(troot, root)
                 if nxt < count and troot[nxt] == root:
-                    start, end = tstart[nxt], tstart[nxt + 1]
+                    starts.append(tstart[nxt])
                     nxt += 1
+                    ends.append(tstart[nxt])
                 else:
                     nxt = None
                 continue
-            if start is not None:
-                ids += base.ids[start:end].tolist()
-                kinds += base.kind[start:end].tolist()
-                tree_roots += base.root[start:end].tolist()
-                start = None
+            if starts:
+                self._read_runs(starts, ends, keep, ids, kinds, tree_roots)
+                starts, ends = [], []
             nxt = None
+            mine_kinds = self.tree_kinds(root)
+            if keep is not None:
+                serves = [not classes.isdisjoint(self.kinds[k].inv)
+                          for k in mine_kinds]
+                mine = list(itertools.compress(mine, serves))
+                mine_kinds = list(itertools.compress(mine_kinds, serves))
             ids += mine
-            kinds += self.tree_kinds(root)
+            kinds += mine_kinds
             tree_roots += [root] * len(mine)
-        if start is not None:
-            ids += base.ids[start:end].tolist()
-            kinds += base.kind[start:end].tolist()
-            tree_roots += base.root[start:end].tolist()
+        if starts:
+            self._read_runs(starts, ends, keep, ids, kinds, tree_roots)
         return ids, kinds, tree_roots
+
+    def _read_runs(self, starts, ends, keep, *out):
+        """Append to ``out`` (ids, kinds, roots) the snapshot's providers
+        at positions ``starts`` to ``ends``, those whose cls ``keep`` (a
+        _class_filter) keeps."""
+        base = self.base
+        columns = (base.ids, base.kind, base.root)
+        slices = list(map(slice, starts, ends))
+        if keep is not None:
+            wanted = b''.join(map(base.cls.__getitem__, slices)).translate(
+                keep)
+            kept = list(itertools.compress(itertools.chain.from_iterable(
+                map(range, starts, ends)), wanted))
+            for to, column in zip(out, columns):
+                to += map(column.__getitem__, kept)
+        elif len(slices) == 1:
+            for to, column in zip(out, columns):
+                to += column[slices[0]].tolist()
+        else:
+            for to, column in zip(out, columns):
+                to += memoryview(b''.join(map(
+                    column.__getitem__, slices))).cast(column.format).tolist()
+
+    def _class_filter(self, classes):
+        """bytes.translate's table for the snapshot's cls column: 1 for
+        the sets of classes with one of ``classes`` (a frozenset), and for
+        a set the column does not name."""
+        table = self._class_filters.get(classes)
+        if table is None:
+            if len(self._class_filters) >= _FIT_MEMOS:
+                self._class_filters = {}
+            sets = self.base.class_sets
+            table = self._class_filters[classes] = bytes(
+                i >= len(sets) or not classes.isdisjoint(sets[i])
+                for i in range(256))
+        return table
 
     def roots_with_any(self, of, keys):
         """The roots of the trees with a provider having one of ``keys``

@@ -15,6 +15,7 @@ as the SQL engine, is never stale for a writer, and samples fairly.
   comes up, no other.
 """
 import collections
+import itertools
 import json
 import random
 import uuid as uuidlib
@@ -90,6 +91,44 @@ def test_world_answers_as_the_sql_gatherer_breadth_first(strategy,
             assert twr.get(app, path, version) == _sql(
                 monkeypatch, app, path, version), (path, version)
     assert finds['world'] > 50
+
+
+def test_more_sets_of_classes_than_the_snapshot_names(monkeypatch, finds):
+    """A walk reads only the providers with a class asked for, by the
+    snapshot's cls column, which names 255 sets of classes: trees whose
+    children have 300 sets of two custom classes among 25 (and the same
+    after writes, read over the snapshot) answer as the SQL engine."""
+    rnd = random.Random(20261126)
+    classes = ['CUSTOM_C%d' % i for i in range(25)]
+    pairs = list(itertools.combinations(classes, 2))
+    rnd.shuffle(pairs)
+    world = cw.WorldBuilder()
+    for i, pair in enumerate(pairs):
+        world.provider('root%d' % i)
+        world.inventory('root%d' % i, 'VCPU', 4)
+        world.provider('child%d' % i, parent='root%d' % i)
+        for rc in pair:
+            world.inventory('child%d' % i, rc, 2)
+
+    def check(count):
+        for _ in range(count):
+            a, b = rnd.sample(classes, 2)
+            path = ('/allocation_candidates?resources=VCPU:1,%s:1,%s:1'
+                    '&limit=%d' % (a, b, rnd.choice([1, 3, 50])))
+            expected = _sql(monkeypatch, app, path, LATEST)
+            assert expected[0] == 200
+            assert twr.get(app, path, LATEST) == expected, path
+
+    with gabbits.app_over_world(world) as app:
+        check(20)
+        cloud = _Cloud(app)
+        for _ in range(5):
+            root = cloud.provider('new%d' % _)
+            cloud.inventory(root, VCPU=4)
+            child = cloud.provider('newchild%d' % _, parent=root)
+            cloud.inventory(child, **dict.fromkeys(rnd.sample(classes, 3), 2))
+        check(20)
+    assert finds['world'] >= 40
 
 
 def test_flat_fast_path_answers_as_the_general_path(monkeypatch):

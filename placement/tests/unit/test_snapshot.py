@@ -53,6 +53,22 @@ def test_alike_providers_share_one_kind(tmp_path):
         assert len(snap.kinds) == 5
 
 
+def test_each_provider_names_its_set_of_classes(tmp_path):
+    for snap in _snapshots(tmp_path):
+        def classes(rid):
+            i = snap.cls[snap.pos_of(rid)]
+            return snap.class_sets[i]
+        assert classes(2) == classes(3) == classes(5) == frozenset([0])
+        assert classes(1) == frozenset([2]) and classes(4) == frozenset()
+    # Past 255 sets the column says "see the kind".
+    rows = [(i, U % i, None, i) for i in range(1, 301)]
+    invs = [(i, i, 8, 0, 1.0, 1, 8, 1) for i in range(1, 301)]
+    snap = _snapshots(tmp_path, (rows, invs, [], [], []))[1]
+    assert len(snap.class_sets) == snapshot.MANY_CLASS_SETS
+    assert [snap.cls[snap.pos_of(i)] for i in (1, 255, 256, 300)] == [
+        0, 254, 255, 255]
+
+
 def test_lookups(tmp_path):
     for snap in _snapshots(tmp_path):
         assert [snap.pos_of(i) is None for i in (0, 1, 4, 5, 6, None)] == [
