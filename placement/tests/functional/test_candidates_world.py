@@ -103,10 +103,12 @@ def test_more_sets_of_classes_than_the_snapshot_names(monkeypatch, finds):
     pairs = list(itertools.combinations(classes, 2))
     rnd.shuffle(pairs)
     world = cw.WorldBuilder()
+    children = []
     for i, pair in enumerate(pairs):
         world.provider('root%d' % i)
         world.inventory('root%d' % i, 'VCPU', 4)
-        world.provider('child%d' % i, parent='root%d' % i)
+        children.append(world.provider('child%d' % i,
+                                       parent='root%d' % i)['uuid'])
         for rc in pair:
             world.inventory('child%d' % i, rc, 2)
 
@@ -122,10 +124,7 @@ def test_more_sets_of_classes_than_the_snapshot_names(monkeypatch, finds):
     with gabbits.app_over_world(world) as app:
         check(20)
         cloud = _Cloud(app)
-        for _ in range(5):
-            root = cloud.provider('new%d' % _)
-            cloud.inventory(root, VCPU=4)
-            child = cloud.provider('newchild%d' % _, parent=root)
+        for child in rnd.sample(children, 20):
             cloud.inventory(child, **dict.fromkeys(rnd.sample(classes, 3), 2))
         check(20)
     assert finds['world'] >= 40
