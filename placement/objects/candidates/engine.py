@@ -62,19 +62,40 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     options = dict(nested_aware=nested_aware, max_candidates=max_candidates,
                    strategy=strategy, randomize=randomize)
     if USE_WORLD:
-        with db_api.one_statement_reader(ctx) as conn:
-            the_world = world_mod.for_connection(conn)
-            how = _ready(ctx, conn, the_world) if the_world else None
-            if how is not None:
-                with the_world.lock:
-                    # After waiting for this process's read: unless it
-                    # failed (the database answers then).
-                    if how == 'now' or the_world.loads:
-                        the_world.refresh(ctx, conn)
-                        return search.find_in_world(
-                            ctx, conn, the_world, groups, wide,
-                            rendered_as=rendered_as, **options)
+        # On a pooled connection not pinged first (a round trip, a tenth
+        # of a limit=5 answer): the answer is a read, asked again on a
+        # checked connection when the first finds the database gone.
+        try:
+            with db_api.unpinged_checkout():
+                found = _find_in_world(ctx, groups, wide, rendered_as,
+                                       options)
+        except Exception as exc:
+            if not db_api.is_disconnect(exc):
+                raise
+            LOG.debug('Pooled connection lost; answering on a checked one')
+            found = _find_in_world(ctx, groups, wide, rendered_as, options)
+        if found is not None:
+            return found
     return sql.find_in_database(ctx, groups, wide, **options)
+
+
+def _find_in_world(ctx, groups, wide, rendered_as, options):
+    """find's answer from this process's world, or None when the SQL
+    engine answers (see _ready)."""
+    with db_api.one_statement_reader(ctx) as conn:
+        the_world = world_mod.for_connection(conn)
+        how = _ready(ctx, conn, the_world) if the_world else None
+        if how is None:
+            return None
+        with the_world.lock:
+            # After waiting for this process's read: unless it failed (the
+            # database answers then).
+            if how == 'now' or the_world.loads:
+                the_world.refresh(ctx, conn)
+                return search.find_in_world(
+                    ctx, conn, the_world, groups, wide,
+                    rendered_as=rendered_as, **options)
+    return None
 
 
 def render_trees_with(key, render):
