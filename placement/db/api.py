@@ -197,21 +197,27 @@ def one_statement_reader(ctx):
                 dbapi_conn.autocommit = False
 
 
-def one_statement_read(ctx, statement, params):
-    """The rows of one read-only ``statement`` (one_statement_reader), on
-    a connection checked out without the pool's ping (unpinged_checkout):
-    a read is safe to ask again, so one found lost is asked once more on
-    a checked connection."""
+def unpinged_read(read):
+    """``read()``, whose first checkout goes without the pool's ping
+    (unpinged_checkout): a read is safe to ask again, so one that finds
+    its connection lost is asked once more, on a checked connection."""
     try:
         with unpinged_checkout():
-            with one_statement_reader(ctx) as conn:
-                return conn.execute(statement, params).all()
+            return read()
     except Exception as exc:
         if not is_disconnect(exc):
             raise
     LOG.debug('Pooled connection lost; reading again on a checked one')
-    with one_statement_reader(ctx) as conn:
-        return conn.execute(statement, params).all()
+    return read()
+
+
+def one_statement_read(ctx, statement, params):
+    """The rows of one read-only ``statement`` (one_statement_reader), on
+    a connection not pinged first (unpinged_read)."""
+    def read():
+        with one_statement_reader(ctx) as conn:
+            return conn.execute(statement, params).all()
+    return unpinged_read(read)
 
 
 def _pg_idle(dbapi_conn):

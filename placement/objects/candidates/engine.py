@@ -20,6 +20,7 @@ combiner (combine.py). Explain (explain.py) reads the same world through
 ``snapshot``.
 """
 import contextlib
+import functools
 import threading
 
 from oslo_log import log as logging
@@ -65,15 +66,8 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
         # On a pooled connection not pinged first (a round trip, a tenth
         # of a limit=5 answer): the answer is a read, asked again on a
         # checked connection when the first finds the database gone.
-        try:
-            with db_api.unpinged_checkout():
-                found = _find_in_world(ctx, groups, wide, rendered_as,
-                                       options)
-        except Exception as exc:
-            if not db_api.is_disconnect(exc):
-                raise
-            LOG.debug('Pooled connection lost; answering on a checked one')
-            found = _find_in_world(ctx, groups, wide, rendered_as, options)
+        found = db_api.unpinged_read(functools.partial(
+            _find_in_world, ctx, groups, wide, rendered_as, options))
         if found is not None:
             return found
     return sql.find_in_database(ctx, groups, wide, **options)
