@@ -7,8 +7,11 @@ with ``OS_<GROUP>__<OPTION>`` environment variables.
 import gc
 import threading
 
-from placement import conf as placement_conf
-from placement import deploy
+from placement.wsgi import turns
+
+with turns.turn():
+    from placement import conf as placement_conf
+    from placement import deploy
 
 _LOCK = threading.Lock()
 _APP = None
