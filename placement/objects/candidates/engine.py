@@ -37,6 +37,10 @@ from placement.objects.candidates import world as world_mod
 USE_WORLD = True
 LOG = logging.getLogger(__name__)
 _LOADING_LOCK = threading.Lock()
+# A request that started a first load: the Event its answer from the
+# database sets, which the load waits for (at most _LOAD_WAITS seconds).
+_STARTED = threading.local()
+_LOAD_WAITS = 5.0
 
 
 @db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
@@ -70,7 +74,13 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
             _find_in_world, ctx, groups, wide, rendered_as, options))
         if found is not None:
             return found
-    return sql.find_in_database(ctx, groups, wide, **options)
+    try:
+        return sql.find_in_database(ctx, groups, wide, **options)
+    finally:
+        answered = getattr(_STARTED, 'answered', None)
+        if answered is not None:
+            _STARTED.answered = None
+            answered.set()
 
 
 def _find_in_world(ctx, groups, wide, rendered_as, options):
@@ -119,14 +129,20 @@ def _ready(ctx, conn, the_world):
         if not the_world.first_load_is_long(conn):
             return 'now'
         the_world.loading_apart = True
+    _STARTED.answered = threading.Event()
     threading.Thread(target=_load_apart, name='placement-world-load',
-                     args=(the_world, conn.engine, ctx.config),
+                     args=(the_world, conn.engine, ctx.config,
+                           _STARTED.answered),
                      daemon=True).start()
     return None
 
 
-def _load_apart(the_world, engine, config):
-    """The first load of ``the_world``, on a connection of its own."""
+def _load_apart(the_world, engine, config, answered):
+    """The first load of ``the_world``, on a connection of its own, once
+    the request that started it is ``answered`` from the database (at
+    most _LOAD_WAITS seconds later): that answer takes a second alone,
+    three when it shares the interpreter with the read."""
+    answered.wait(_LOAD_WAITS)
     ctx = placement_context.admin_context(config)
     with the_world.lock:
         try:
