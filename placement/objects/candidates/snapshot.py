@@ -127,17 +127,18 @@ class Snapshot:
             return out
         troot, ends, blobs = self.troot, self._blob_ends, self._blobs
         count = len(troot)
+        at = self.tree_at
         i = 0
         for root in roots:
-            if type(root) is not int:
-                continue
-            if i < count and troot[i] != root:
-                i = bisect.bisect_left(troot, root, i)
-            if i < count and troot[i] == root:
-                start, end = ends[i], ends[i + 1]
-                if start != end:
-                    out[root] = blobs[start:end]
-                i += 1
+            if i >= count or troot[i] != root:
+                i = at.get(root)
+                if i is None:
+                    i = 0
+                    continue
+            start, end = ends[i], ends[i + 1]
+            if start != end:
+                out[root] = blobs[start:end]
+            i += 1
         return out
 
     def uuid_at(self, pos):
@@ -156,6 +157,12 @@ class Snapshot:
             out = tuple(odd[pos].encode() if pos in odd else u
                         for pos, u in zip(range(start, end), out))
         return out
+
+    @functools.cached_property
+    def tree_at(self):
+        """{root: index in troot}, made on first use (a random sample's
+        scattered roots, looked up without a search each)."""
+        return dict(zip(self.troot.tolist(), range(len(self.troot))))
 
     def pos_of(self, rid):
         """Position of provider ``rid``; None if it is not here."""

@@ -820,43 +820,38 @@ class World:
 
     def tree_rows(self, roots, classes=None):
         """(ids, kinds, roots): the providers of the trees under
-        ``roots``, in that order then by id, the index of each one's kind
-        and its root; with ``classes`` (class ids), only those with
-        inventory of one of them.
+        ``roots`` (the trees unchanged since the snapshot first, in the
+        order of ``roots``, then the others), a tree's by id; the index of
+        each one's kind and its root; with ``classes`` (class ids), only
+        those with inventory of one of them.
 
         The trees unchanged since the snapshot are runs of its positions
         (a walk's roots one after another make one run; a random sample's
-        are scattered): their runs are gathered, then read together at C
-        speed, and the providers with none of ``classes`` left out by the
-        snapshot's cls column (of a tree of 19, the one a request for VCPU
-        and MEMORY_MB reads)."""
+        are scattered, each found in the snapshot's tree_at): they are
+        read together at C speed, and the providers with none of
+        ``classes`` left out by the snapshot's cls column (of a tree of
+        19, the one a request for VCPU and MEMORY_MB reads)."""
         base = self.base
         overlay = self._tree_ov
-        troot, tstart = base.troot, base.tstart
-        count = len(troot)
+        tstart = base.tstart
         keep = None if classes is None else self._class_filter(classes)
-        ids, kinds, tree_roots = [], [], []
-        starts, ends = [], []       # runs of positions gathered
-        nxt = None                  # troot index a run would go on with
-        for root in roots:
-            mine = overlay.get(root)
-            if mine is None:
-                if nxt is not None and nxt < count and troot[nxt] == root:
-                    nxt += 1
-                    ends[-1] = tstart[nxt]
-                    continue
-                nxt = bisect.bisect_left(troot, root)
-                if nxt < count and troot[nxt] == root:
-                    starts.append(tstart[nxt])
-                    nxt += 1
-                    ends.append(tstart[nxt])
-                else:
-                    nxt = None
-                continue
-            if starts:
-                self._read_runs(starts, ends, keep, ids, kinds, tree_roots)
-                starts, ends = [], []
-            nxt = None
+        out = ids, kinds, tree_roots = [], [], []
+        changed = ()
+        if overlay:
+            changed = [root for root in roots if root in overlay]
+            if changed:
+                roots = [root for root in roots if root not in overlay]
+        found = [i for i in map(base.tree_at.get, roots) if i is not None]
+        if found:
+            if found[-1] - found[0] == len(found) - 1:
+                # Trees one after another: one run.
+                starts, ends = [tstart[found[0]]], [tstart[found[-1] + 1]]
+            else:
+                starts = list(map(tstart.__getitem__, found))
+                ends = list(map(tstart.__getitem__, map((1).__add__, found)))
+            self._read_runs(starts, ends, keep, *out)
+        for root in changed:
+            mine = overlay[root]
             mine_kinds = self.tree_kinds(root)
             if keep is not None:
                 serves = [not classes.isdisjoint(self.kinds[k].inv)
@@ -866,9 +861,7 @@ class World:
             ids += mine
             kinds += mine_kinds
             tree_roots += [root] * len(mine)
-        if starts:
-            self._read_runs(starts, ends, keep, ids, kinds, tree_roots)
-        return ids, kinds, tree_roots
+        return out
 
     def _read_runs(self, starts, ends, keep, *out):
         """Append to ``out`` (ids, kinds, roots) the snapshot's providers
