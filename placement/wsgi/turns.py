@@ -35,35 +35,45 @@ def _lock_path(slot):
                         % (os.getuid(), slot))
 
 
+class _NoLocks(Exception):
+    """The lock files cannot be opened here."""
+
+
 def _try(slot):
     """An open file holding ``slot``'s lock, or None if it is taken."""
     try:
         f = open(_lock_path(slot), 'a')
-    except OSError:
-        return None
+    except OSError as exc:
+        raise _NoLocks() from exc
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         f.close()
         return None
+    except OSError as exc:
+        f.close()
+        raise _NoLocks() from exc
     return f
 
 
 @contextlib.contextmanager
 def turn():
     """Hold one of the node's start-up slots while the block runs (or go
-    ahead without one after ``WAIT`` seconds, or where files cannot be
-    locked)."""
+    ahead without one after ``WAIT`` seconds, or at once where the files
+    cannot be opened or locked)."""
     slots = _slots()
     deadline = time.monotonic() + WAIT
     held = None
-    while held is None and time.monotonic() < deadline:
-        for slot in range(slots):
-            held = _try(slot)
-            if held is not None:
-                break
-        else:
-            time.sleep(_POLL)
+    try:
+        while held is None and time.monotonic() < deadline:
+            for slot in range(slots):
+                held = _try(slot)
+                if held is not None:
+                    break
+            else:
+                time.sleep(_POLL)
+    except _NoLocks:
+        pass
     try:
         yield
     finally:

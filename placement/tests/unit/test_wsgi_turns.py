@@ -49,6 +49,15 @@ def test_a_turn_waits_for_a_slot_and_never_longer_than_wait(monkeypatch):
     _release(held)
 
 
+def test_no_waiting_where_the_lock_files_cannot_be_made(monkeypatch,
+                                                       tmp_path):
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path / 'missing'))
+    start = time.monotonic()
+    with turns.turn():
+        pass
+    assert time.monotonic() - start < 1
+
+
 def test_the_entry_point_imports_the_application_in_a_turn():
     """Importing placement.wsgi.api waits while every slot is held by
     other processes, and goes on as soon as one is free."""
