@@ -836,6 +836,8 @@ class World:
         tstart = base.tstart
         keep = None if classes is None else self._class_filter(classes)
         out = ids, kinds, tree_roots = [], [], []
+        if type(roots) is not list:
+            roots = list(roots)
         changed = ()
         if overlay:
             changed = [root for root in roots if root in overlay]
@@ -843,7 +845,7 @@ class World:
                 roots = [root for root in roots if root not in overlay]
         found = [i for i in map(base.tree_at.get, roots) if i is not None]
         if found:
-            if found[-1] - found[0] == len(found) - 1:
+            if found == list(range(found[0], found[0] + len(found))):
                 # Trees one after another: one run.
                 starts, ends = [tstart[found[0]]], [tstart[found[-1] + 1]]
             else:

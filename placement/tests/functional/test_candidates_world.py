@@ -130,6 +130,56 @@ def test_more_sets_of_classes_than_the_snapshot_names(monkeypatch, finds):
     assert finds['world'] >= 40
 
 
+def test_tree_rows_of_scattered_roots_some_changed_since_the_snapshot():
+    """World.tree_rows over roots in any order of a walk or a sample --
+    one run, scattered, some trees changed since the snapshot, one gone --
+    gives each tree's providers together, by id, with only those serving
+    a class asked for; as the trees and records say."""
+    rnd = random.Random(20261127)
+    world = cw.WorldBuilder()
+    for i in range(40):
+        world.provider('r%d' % i)
+        world.inventory('r%d' % i, 'VCPU', 4)
+        world.provider('c%d' % i, parent='r%d' % i)
+        world.inventory('c%d' % i, 'DISK_GB', 100)
+        world.provider('d%d' % i, parent='r%d' % i)
+    with gabbits.app_and_engine_over_world(world) as (app, eng):
+        cloud = _Cloud(app)
+        other = world_mod.World()
+        _refresh(other, eng, None)
+        roots = sorted(other.roots)
+        uuid_of = {rid: other.rps[rid].uuid for rid in roots}
+        for root in rnd.sample(roots, 10):
+            cloud.inventory(uuid_of[root], VCPU=8, MEMORY_MB=512)
+        gone = roots[-1]
+        for rid in reversed(other.trees.get(gone)):
+            _call(app, 'DELETE', '/resource_providers/' + other.rps[rid].uuid)
+        _refresh(other, eng, None)
+        assert other._tree_ov, 'no tree changed since the snapshot'
+        vcpu = frozenset(other.kinds[other.rps[roots[0]].kind].inv)
+        steady = [r for r in roots if r not in other._tree_ov]
+        for asked in (roots[3:20], sorted(rnd.sample(roots, 15)),
+                      rnd.sample(roots, 15), roots,
+                      [steady[2], steady[0], steady[4]]):
+            for classes in (None, vcpu):
+                ids, kinds, tree_roots = other.tree_rows(asked, classes)
+                got = collections.defaultdict(list)
+                for rid, k, root in zip(ids, kinds, tree_roots):
+                    assert other.rps[rid].root == root
+                    assert other.rps[rid].kind == k
+                    got[root].append(rid)
+                expected = {}
+                for root in asked:
+                    mine = [rid for rid in other.trees.get(root, ())
+                            if classes is None or not classes.isdisjoint(
+                                other.rps[rid].inv)]
+                    if mine:
+                        expected[root] = mine
+                assert dict(got) == expected
+                # A tree's providers come together.
+                assert len(list(itertools.groupby(tree_roots))) == len(got)
+
+
 def test_flat_fast_path_answers_as_the_general_path(monkeypatch):
     rnd = random.Random(20261126)
     fast = collections.Counter()
