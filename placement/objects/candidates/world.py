@@ -92,6 +92,20 @@ def _renew_file(path, ino, engine, config, mysql):
              '%.3f s.', path, time.perf_counter() - start)
 
 
+def _catches_up(snap, epoch, current):
+    """Whether a process may start from snapshot ``snap`` when the
+    database is at ``epoch`` and counters ``current``: of that epoch, and
+    as recent or behind by no more than the change log holds and a
+    catch-up is worth (the log's rows are read after, and may still tell
+    it was pruned meanwhile)."""
+    if snap.epoch != epoch:
+        return False
+    if all(snap.slots.get(s, 0) >= v for s, v in current.items()):
+        return True
+    behind = changes.behind(snap.slots, current)
+    return behind is not None and behind <= _overlay_limit(snap.n)
+
+
 def _overlay_limit(n):
     """How much may change since a snapshot of ``n`` providers before a
     new one is better: ``_OVERLAY``, or a tenth of it."""
@@ -434,14 +448,20 @@ class World:
     def first_load_is_long(self, conn):
         """Whether this world was never loaded and loading it means
         reading at least READ_APART_FROM providers from a database
-        server: no snapshot file of the node to start from. (An embedded
+        server: no snapshot file of the node to start from, or one too
+        old to catch up from (a node restarted after many writes, or
+        after a new epoch: its first answers would wait for the whole
+        read, 15 s at a million providers). (An embedded
         SQLite file is for small clouds, and a read in another thread
         there makes the requests' connections wait for its locks.)"""
         if self.loads or conn.dialect.name == 'sqlite':
             return False
         if SHARED_DIR and snapshot.shareable(conn.engine):
-            if snapshot.open_file(snapshot.path_for(
-                    SHARED_DIR, conn.engine)) is not None:
+            snap = snapshot.open_file(snapshot.path_for(SHARED_DIR,
+                                                        conn.engine))
+            # A file too old to catch up from is read again, whole.
+            if snap is not None and _catches_up(snap,
+                                                *changes.counters(conn)):
                 return False
         return conn.execute(sa.select(sa.func.count()).select_from(
             _RP)).scalar() >= READ_APART_FROM
@@ -539,13 +559,9 @@ class World:
         if self.loads and snapshot.inode(path) == self.base.ino:
             return False
         snap = snapshot.open_file(path)
-        if snap is None or snap.epoch != epoch:
+        if snap is None or not _catches_up(snap, epoch, current):
             return False
         ahead = all(snap.slots.get(s, 0) >= v for s, v in current.items())
-        behind = changes.behind(snap.slots, current)
-        if not ahead and (behind is None or
-                          behind > _overlay_limit(snap.n)):
-            return False
         ids = None if ahead else changes.logged(conn, snap.slots, current)
         if not ahead and ids is None:
             return False

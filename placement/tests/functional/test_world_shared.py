@@ -394,6 +394,53 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
         assert not loader()
 
 
+@pytest.mark.parametrize('stale', ['new epoch', 'far behind'])
+def test_a_node_file_too_old_to_catch_up_from_is_read_apart(
+        shared, full_reads, monkeypatch, stale):
+    """A restarted node whose file is of another epoch, or further
+    behind than a catch-up covers, reads the world as a node with no
+    file does: apart, the database answering meanwhile (not in the
+    request: 15 s at a million providers)."""
+    from placement.objects.candidates import search
+    from placement.objects.candidates import sql
+    monkeypatch.setattr(world_mod, 'READ_APART_FROM', 5)
+    answered = []
+    for module, name, label in ((search, 'find_in_world', 'world'),
+                                (sql, 'find_in_database', 'sql')):
+        def counting(*args, _real=getattr(module, name), _label=label,
+                     **kwargs):
+            answered.append(_label)
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(module, name, counting)
+    world = cw.WorldBuilder()
+    for i in range(6):
+        world.provider('cn%d' % i)
+        world.inventory('cn%d' % i, 'VCPU', 8)
+    path = '/allocation_candidates?resources=VCPU:1&limit=4'
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        first = _process(engine)                # writes the node's file
+        assert _files(shared) and full_reads == [first]
+        cloud = tcw._Cloud(app)
+        if stale == 'new epoch':
+            ctx = context.RequestContext(user_id='admin', project_id='admin')
+            assert changes.reload_everywhere(ctx)
+        else:
+            # Past twice _OVERLAY (3): no catch-up.
+            for i in range(7):
+                cloud.inventory(first.rps[first.roots[i % 6]].uuid,
+                                VCPU=9 + i)
+        got = tcw.twr.get(app, path, tcw.LATEST)
+        if engine.dialect.name == 'sqlite':
+            assert answered == ['world']
+            return
+        assert answered == ['sql']
+        for t in threading.enumerate():
+            if t.name == 'placement-world-load':
+                t.join(30)
+        assert tcw.twr.get(app, path, tcw.LATEST) == got
+        assert answered == ['sql', 'world'] and len(full_reads) == 2
+
+
 def test_a_large_first_read_waits_for_the_answer_of_the_request_that_began_it(
         monkeypatch):
     """The request that starts a large first read is answered from the
