@@ -318,23 +318,39 @@ def test_many_new_usages_of_few_providers_make_a_new_file(shared,
         assert len(first.kinds) - len(first.base.kinds) <= 3
 
 
-def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
-        monkeypatch, caplog):
-    """A node with no snapshot file reads a large world from a database
-    server in a thread of its own; until it is done (or after it failed)
-    the SQL engine answers, and the same, but for the requests of the
-    process reading it, which wait; then the world answers."""
+@pytest.fixture
+def answered(monkeypatch):
+    """Which engine answered each candidates request ('world', 'sql'),
+    first reads of 5 providers or more run apart."""
     from placement.objects.candidates import search
     from placement.objects.candidates import sql
     monkeypatch.setattr(world_mod, 'READ_APART_FROM', 5)
-    answered = []
+    engines = []
     for module, name, label in ((search, 'find_in_world', 'world'),
                                 (sql, 'find_in_database', 'sql')):
         def counting(*args, _real=getattr(module, name), _label=label,
                      **kwargs):
-            answered.append(_label)
+            engines.append(_label)
             return _real(*args, **kwargs)
         monkeypatch.setattr(module, name, counting)
+    return engines
+
+
+def _six_hosts():
+    """(world, path): six hosts of 8 VCPU, and a request they answer."""
+    world = cw.WorldBuilder()
+    for i in range(6):
+        world.provider('cn%d' % i)
+        world.inventory('cn%d' % i, 'VCPU', 8)
+    return world, '/allocation_candidates?resources=VCPU:1&limit=4'
+
+
+def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
+        monkeypatch, caplog, answered):
+    """A node with no snapshot file reads a large world from a database
+    server in a thread of its own; until it is done (or after it failed)
+    the SQL engine answers, and the same, but for the requests of the
+    process reading it, which wait; then the world answers."""
     release = threading.Event()
     reading = threading.Event()
     failures = []
@@ -354,11 +370,7 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
         return [t for t in threading.enumerate()
                 if t.name == 'placement-world-load']
 
-    world = cw.WorldBuilder()
-    for i in range(6):
-        world.provider('cn%d' % i)
-        world.inventory('cn%d' % i, 'VCPU', 8)
-    path = '/allocation_candidates?resources=VCPU:1&limit=4'
+    world, path = _six_hosts()
     with gabbits.app_and_engine_over_world(world) as (app, engine):
         if engine.dialect.name == 'sqlite':
             # Embedded: read at once, as a small world is.
@@ -396,27 +408,12 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
 
 @pytest.mark.parametrize('stale', ['new epoch', 'far behind'])
 def test_a_node_file_too_old_to_catch_up_from_is_read_apart(
-        shared, full_reads, monkeypatch, stale):
+        shared, full_reads, answered, stale):
     """A restarted node whose file is of another epoch, or further
     behind than a catch-up covers, reads the world as a node with no
     file does: apart, the database answering meanwhile (not in the
     request: 15 s at a million providers)."""
-    from placement.objects.candidates import search
-    from placement.objects.candidates import sql
-    monkeypatch.setattr(world_mod, 'READ_APART_FROM', 5)
-    answered = []
-    for module, name, label in ((search, 'find_in_world', 'world'),
-                                (sql, 'find_in_database', 'sql')):
-        def counting(*args, _real=getattr(module, name), _label=label,
-                     **kwargs):
-            answered.append(_label)
-            return _real(*args, **kwargs)
-        monkeypatch.setattr(module, name, counting)
-    world = cw.WorldBuilder()
-    for i in range(6):
-        world.provider('cn%d' % i)
-        world.inventory('cn%d' % i, 'VCPU', 8)
-    path = '/allocation_candidates?resources=VCPU:1&limit=4'
+    world, path = _six_hosts()
     with gabbits.app_and_engine_over_world(world) as (app, engine):
         first = _process(engine)                # writes the node's file
         assert _files(shared) and full_reads == [first]
@@ -465,11 +462,7 @@ def test_a_large_first_read_waits_for_the_answer_of_the_request_that_began_it(
         return real_find(*args, **kwargs)
 
     monkeypatch.setattr(sql, 'find_in_database', slow_find)
-    world = cw.WorldBuilder()
-    for i in range(6):
-        world.provider('cn%d' % i)
-        world.inventory('cn%d' % i, 'VCPU', 8)
-    path = '/allocation_candidates?resources=VCPU:1&limit=4'
+    world, path = _six_hosts()
     with gabbits.app_and_engine_over_world(world) as (app, engine):
         first = tcw.twr.get(app, path, tcw.LATEST)
         if engine.dialect.name == 'sqlite':
