@@ -160,8 +160,8 @@ class Snapshot:
 
     @functools.cached_property
     def tree_at(self):
-        """{root: index in troot}, made on first use (a random sample's
-        scattered roots, looked up without a search each)."""
+        """{root: index in troot}, made on first use: how a tree is found
+        (a random sample's scattered roots, without a search each)."""
         return dict(zip(self.troot.tolist(), range(len(self.troot))))
 
     def pos_of(self, rid):
@@ -189,12 +189,10 @@ class Snapshot:
     def tree_and_shape(self, root):
         """(start, end, shape): tree(), and the index of its shape in
         ``shapes`` (-1: a parent or the root is in another run)."""
-        if type(root) is not int:
+        i = self.tree_at.get(root) if type(root) is int else None
+        if i is None:
             return 0, 0, -1
-        i = bisect.bisect_left(self.troot, root)
-        if i < len(self.troot) and self.troot[i] == root:
-            return self.tstart[i], self.tstart[i + 1], self.tshape[i]
-        return 0, 0, -1
+        return self.tstart[i], self.tstart[i + 1], self.tshape[i]
 
     def ids_with_uuid(self, uuid):
         """(exact, id) of the providers whose uuid is ``uuid`` in any
