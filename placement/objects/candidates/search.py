@@ -18,10 +18,14 @@ The rules each group follows are upstream's, written once in rules.py;
 the SQL engine (sql.py, for databases that do not count their changes)
 states them in SQL.
 
-One fast path, behind one seam (``_flat``): a world without child or
-sharing providers, asked for one unnumbered group, where every
-candidate is one provider holding the whole request. Its answer is the
-general path's (``test_candidates_search.py`` checks they agree).
+One fast path, behind one seam (``_sole``): one unnumbered group, no
+sharing providers, over trees each with at most one provider having a
+class it asks for (every tree of a flat world; a host's compute node
+when its NUMA nodes and devices have other classes): each tree's
+candidate is that provider holding the whole request, or none. A batch
+with a tree of two such providers goes the general way. Its answers are
+the general path's (``test_sole_fast_path_answers_as_the_general_path``
+checks they agree).
 
 How it stays flat in the number of providers under a limit: the walk
 stops as soon as ``limit`` candidates are found. With randomize on, a
@@ -31,10 +35,12 @@ random.sample of every candidate: ``_sample`` draws it root by root
 is first drawn, so the work grows with the roots drawn, not with the
 world, as long as most roots fit. The bound it needs, the most choices a
 root can offer, comes from the world's counts of providers per class and
-tree (per_tree.PerTree) and the sharing providers (``_Request.bound``). On
-the fast path every root is one candidate or none, and the first
-``limit`` fitting roots of a lazily shuffled order (``_random_order``)
-are already such a sample.
+tree (per_tree.PerTree) and the sharing providers (``_Request.bound``).
+When that bound is 1 every root is one candidate or none (every flat
+world; the plain request over hosts whose compute node alone has its
+classes), and the first ``limit`` found by the walk over a lazily
+shuffled order of the roots (``_random_order``) are already such a
+sample, found at the plain walk's cost.
 """
 import bisect
 import functools
@@ -73,17 +79,22 @@ _serves = rules.serves
 
 
 def _random_order(items):
-    """``items`` in a uniformly random order, drawn lazily: a
-    Fisher-Yates shuffle whose swaps are kept in a dict, so taking k
-    items costs O(k) whatever len(items)."""
+    """``items`` (distinct) in a uniformly random order, drawn lazily:
+    taking k of them costs O(k) whatever len(items). The order in which
+    items first come up in uniform draws with replacement is uniformly
+    random (random.choices: a fifth of randrange's cost); once half have
+    come up, the rest follow shuffled."""
     n = len(items)
-    moved = {}
-    randrange = random.randrange
-    for i in range(n):
-        j = randrange(i, n)
-        pick = moved.get(j, j)
-        moved[j] = moved.get(i, i)
-        yield items[pick]
+    seen = set()
+    choices = random.choices
+    while 2 * len(seen) < n:
+        for item in choices(items, k=max(_FIRST_BATCH, len(seen) // 4)):
+            if item not in seen:
+                seen.add(item)
+                yield item
+    rest = [item for item in items if item not in seen]
+    random.shuffle(rest)
+    yield from rest
 
 
 class _Request:
@@ -144,10 +155,14 @@ class _Request:
         return rec is not None and rules.root_required(
             rec.traits, self.root_required, self.root_forbidden) is None
 
-    def _passes(self, g, rec):
-        """``rec`` passes group ``g``'s trait and aggregate rules."""
+    def passes(self, g, rec, alone=False):
+        """``rec`` passes group ``g``'s trait and aggregate rules;
+        ``alone``: as the only provider ``g`` draws on (its required
+        traits its own)."""
         pool = None
-        if g.required and not g.numbered and not self.sharing:
+        if alone:
+            pool = (rec.traits,)
+        elif g.required and not g.numbered and not self.sharing:
             # Without sharing providers the traits must come from the
             # tree itself.
             pool = ((self.world.tree_traits[rec.root],) if self.trees
@@ -160,13 +175,13 @@ class _Request:
         serve on its own for ``g`` ((provider, root, None) for a
         resourceless group it matches)."""
         if not g.amounts:
-            if rules.resourceless_group(g) and self._passes(g, rec):
+            if rules.resourceless_group(g) and self.passes(g, rec):
                 out.append((rec.id, rec.root, None))
             return
         inv = rec.inv
         fitting = [(rec.id, rec.root, rc) for rc, amount in g.amounts
                    if rc in inv and _serves(inv[rc], amount)]
-        if fitting and self._passes(g, rec):
+        if fitting and self.passes(g, rec):
             out.extend(fitting)
 
     def _sharing_rows_for(self, g):
@@ -200,9 +215,7 @@ class _Request:
         request's) for the trees under ``roots`` (ascending ids); None
         when some group has nothing there."""
         rps = self.rps
-        ok_roots = [r for r in roots if self.root_ok(r)] \
-            if self.root_required or self.root_forbidden else roots
-        batch = _Batch(self.world, ok_roots, self._classes(groups))
+        batch = self.batch(roots, groups)
         per_group = []
         sharing_used = set()
         for g in self.groups if groups is None else groups:
@@ -228,6 +241,13 @@ class _Request:
                 g, by_anchor, srows, anchors_of, bad_roots)))
         return out
 
+    def batch(self, roots, groups=None):
+        """The _Batch of the trees under ``roots`` that root_required
+        lets anchor, as ``groups`` (default the request's) read it."""
+        if self.root_required or self.root_forbidden:
+            roots = [r for r in roots if self.root_ok(r)]
+        return _Batch(self.world, roots, self._classes(groups))
+
     def _classes(self, groups):
         """The classes ``groups`` ask for (a frozenset), when each asks
         for some: a batch needs no other provider (_in_trees keeps only
@@ -249,7 +269,7 @@ class _Request:
         inventory serves something are looked at one by one (their
         records made): in a cloud of alike trees, a few checks and a pass
         at C speed."""
-        passes = self._passes
+        passes = self.passes
         numbered = g.numbered
         out = {}
         if not g.amounts:
@@ -259,15 +279,7 @@ class _Request:
                     if passes(g, rec):
                         out.setdefault(rec.root, []).append(rec.id)
             return out
-        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
-        # Kept by the world across batches and requests (a sample looks
-        # at a few roots at a time; the same kinds come again and again).
-        memo = self.world.fits((g.numbered, tuple(
-            (rc, names[rc], amount) for rc, amount in g.amounts)))
-        for key, inv in batch.invs.items():
-            if key not in memo:
-                memo[key] = self._fitting(g, inv, names)
-        fits = list(map(memo.__getitem__, batch.inv_keys))
+        fits = self.fitting(g, batch)
         filtered = bool(g.required or g.forbidden or g.member_of or
                         g.forbidden_aggs)
         tree_root = g.tree_root
@@ -298,6 +310,20 @@ class _Request:
                     per_rc = mine[name] = []
                 per_rc.append(rid)
         return out
+
+    def fitting(self, g, batch):
+        """Per provider of ``batch``, the names of the classes of ``g``
+        its inventory can serve on its own (_fitting), judged once per
+        kind."""
+        names = {rc_id: name for name, rc_id in g.rc_ids.items()}
+        # Kept by the world across batches and requests (a sample looks
+        # at a few roots at a time; the same kinds come again and again).
+        memo = self.world.fits((g.numbered, tuple(
+            (rc, names[rc], amount) for rc, amount in g.amounts)))
+        for key, inv in batch.invs.items():
+            if key not in memo:
+                memo[key] = self._fitting(g, inv, names)
+        return list(map(memo.__getitem__, batch.inv_keys))
 
     @staticmethod
     def _fitting(g, inv, names):
@@ -457,10 +483,14 @@ class _Request:
 
     # -- the fast path ------------------------------------------------------
 
-    def flat_group(self):
-        """The request's only group when the world is flat and the request
-        is a flat world's (see _flat); None otherwise."""
-        if (self.trees or self.sharing or len(self.groups) != 1 or
+    @functools.cached_property
+    def sole_group(self):
+        """The request's only group when a tree's candidate can only be
+        one provider holding the whole request, or none, wherever the
+        tree has one provider with inventory of a class the group asks
+        for (_sole): the unnumbered group with resources, alone, without
+        sharing providers or same_subtree. None otherwise."""
+        if (self.sharing or len(self.groups) != 1 or
                 self.wide.same_subtrees):
             return None
         g = self.groups[0]
@@ -468,25 +498,9 @@ class _Request:
             return None
         return g
 
-    def flat_fits(self, g, rec):
-        """Whether provider ``rec`` (a root without children, no sharing
-        anywhere) alone is a candidate for ``g``: what the general path
-        asks of it, in one pass (its filters, then the combiner's
-        capacity check)."""
-        if g.tree_root is not None and rules.in_tree(
-                rec.root, g.tree_root) is not None:
-            return False
-        inv = rec.inv
-        for rc, amount in g.amounts:
-            one = inv.get(rc)
-            if one is None or not _serves(one, amount):
-                return False
-        if not self._passes(g, rec):
-            return False
-        if (self.root_required or self.root_forbidden) and not self.root_ok(
-                rec.id):
-            return False
-        return rules.fits_alone(rec.prov.inventory, g.resources)
+    @functools.cached_property
+    def sole_combine_group(self):
+        return self.sole_group.combine_group({})
 
 
 class _Batch:
@@ -514,20 +528,35 @@ class _Batch:
         return map(self.rps.__getitem__, ids)
 
 
-def _flat(req, g, roots, cap):
-    """Seam of the fast path: the candidates among ``roots`` (in that
-    order) when req.flat_group() is ``g``, up to ``cap``."""
-    combine_group = g.combine_group({})
-    rps = req.rps
-    fits = req.flat_fits
-    chosen = []
-    for root in roots:
-        rec = rps[root]
-        if fits(g, rec):
-            chosen.append(root)
-            if cap is not None and len(chosen) >= cap:
-                break
-    return model.Candidate.wholes(combine_group, chosen)
+def _sole(req, g, roots):
+    """Seam of the fast path: the candidates of the trees under ``roots``
+    (in that order) for ``g``, req.sole_group, when each tree has at most
+    one provider with inventory of a class ``g`` asks for (a flat world's
+    trees; or the compute node of a host whose NUMA nodes and devices
+    have other classes): its candidate is then that provider holding
+    every class and passing the group's rules as the only provider it
+    draws on, or none. None when some tree has two (the general path
+    answers the batch). One look at each tree's row, no lists by anchor,
+    no search: what the general path answers
+    (test_sole_fast_path_answers_as_the_general_path)."""
+    batch = req.batch(roots)
+    tree_roots = batch.roots
+    if len(set(tree_roots)) < len(tree_roots):
+        return None
+    width = len(g.amounts)
+    whole = [len(fitting) == width for fitting in req.fitting(g, batch)]
+    picked = dict(zip(itertools.compress(tree_roots, whole),
+                      itertools.compress(batch.ids, whole)))
+    if g.tree_root is not None:
+        picked = {g.tree_root: picked[g.tree_root]} \
+            if g.tree_root in picked else {}
+    if g.required or g.forbidden or g.member_of or g.forbidden_aggs:
+        rps = req.rps
+        picked = {root: rid for root, rid in picked.items()
+                  if req.passes(g, rps[rid], alone=True)}
+    # tree_rows gives the trees changed since the snapshot last.
+    chosen = [picked[root] for root in roots if root in picked]
+    return model.Candidate.wholes(req.sole_combine_group, chosen)
 
 
 def _batches(roots, cap, found):
@@ -572,27 +601,29 @@ def _walk(req, roots, cap, wide, nested_aware, strategy):
         batches = iter([list(roots)])
     providers = req.providers()
     seen = set()
+    sole = req.sole_group
     for batch in batches:
-        cgroups = req.groups_for(batch)
-        if cgroups is None:
-            continue
-        viable = set(combine.viable_anchors(cgroups))
-        if not viable:
-            continue
-        anchors = [r for r in batch if r in viable]
-        gen = combine.combine(
-            providers, cgroups, isolate=isolate,
-            same_subtrees=wide.same_subtrees,
-            one_provider_per_tree=not nested_aware and has_trees,
-            strategy=strategy, anchors=anchors, seen=seen,
-            shared_ids=req.sharing)
+        gen = _sole(req, sole, batch) if sole is not None else None
+        if gen is None:
+            cgroups = req.groups_for(batch)
+            if cgroups is None:
+                continue
+            viable = set(combine.viable_anchors(cgroups))
+            if not viable:
+                continue
+            anchors = [r for r in batch if r in viable]
+            gen = combine.combine(
+                providers, cgroups, isolate=isolate,
+                same_subtrees=wide.same_subtrees,
+                one_provider_per_tree=not nested_aware and has_trees,
+                strategy=strategy, anchors=anchors, seen=seen,
+                shared_ids=req.sharing)
         if cap is None:
             found.extend(gen)
             continue
-        for cand in gen:
-            found.append(cand)
-            if len(found) >= cap:
-                return found
+        found.extend(itertools.islice(gen, cap - len(found)))
+        if len(found) >= cap:
+            return found
     return found
 
 
@@ -720,25 +751,23 @@ def _find(req, wide, nested_aware, max_candidates, strategy, randomize):
     cap = max_candidates if (max_candidates is not None and
                              max_candidates >= 0) else None
     limit = wide.limit
-    g = req.flat_group()
     roots = req.anchor_roots
     if roots is None:
         roots = req.world.roots
     if randomize and limit is not None and cap is None:
-        if g is None:
+        if req.bound() > 1 or req.sharing_alone():
             return _sample(req, wide, nested_aware, limit)
-        # A flat world's root is one candidate or none: the first
-        # ``limit`` that fit in a uniformly random order of the roots are
-        # a uniform sample of the answer.
-        found = _flat(req, g, _random_order(roots), limit)
+        # Each root is one candidate or none, and no two roots the same
+        # one (each has a provider of its own tree): the first ``limit``
+        # found in a uniformly random order of the roots are a uniform
+        # sample of the answer.
+        found = _walk(req, _random_order(req.sample_roots()), limit, wide,
+                      nested_aware, 'depth-first')
         random.shuffle(found)
         return found
     if limit is not None and not randomize:
         cap = limit if cap is None else min(cap, limit)
-    if g is not None:
-        found = _flat(req, g, iter(roots), cap)
-    else:
-        found = _walk(req, roots, cap, wide, nested_aware, strategy)
+    found = _walk(req, roots, cap, wide, nested_aware, strategy)
     if randomize:
         # As upstream: a sample of what max_allocation_candidates let be
         # generated, or all of it shuffled.

@@ -116,6 +116,8 @@ def _overlay_limit(n):
 _CACHE = 100000
 # Groups' amounts whose fits per kind are kept (see World.fits).
 _FIT_MEMOS = 256
+# Sets of classes whose marks over the snapshot are kept (World._marks).
+_MARKS = 8
 # Worlds of at least this many providers are shared through a file by
 # the processes of a node (``SHARED_DIR``; None: never).
 SHARE_FROM = 10000
@@ -172,8 +174,13 @@ class Rec:
         self.inv = kind.inv
         self.traits = kind.traits
         self.aggs = kind.aggs
-        self.prov = model.Provider(id, uuid, parent, root, traits=kind.names,
-                                   inventory=kind.prov_inv)
+        self.prov = _provider(id, uuid, parent, root, kind)
+
+
+def _provider(id, uuid, parent, root, kind):
+    """The model.Provider of a provider of ``kind`` (a Kind)."""
+    return model.Provider(id, uuid, parent, root, traits=kind.names,
+                          inventory=kind.prov_inv)
 
 
 class ProviderModels(dict):
@@ -660,6 +667,7 @@ class World:
         self._ov_runs = {}              # root -> _changed_tree, changed trees
         self._fits = {}                 # see fits()
         self._class_filters = {}        # see _class_filter()
+        self._class_marks = {}          # see _marks()
         self.roots = array.array('q', snap.troot)   # sorted root ids
         self.children = snap.children   # providers with a parent
         self.count = snap.n             # providers
@@ -699,6 +707,19 @@ class World:
         self.kinds.append(kind)
         self._parts.append(kind.part)
         return k
+
+    def _provider(self, rid):
+        """The model.Provider of provider ``rid``: its record's, or made
+        from the snapshot's columns with no record (the picks of a random
+        sample are new ones each time)."""
+        if rid in self.changed or rid in self._cache:
+            return self.rps[rid].prov
+        base = self.base
+        pos = base.pos_of(rid)
+        if pos is None:
+            raise KeyError(rid)
+        return _provider(rid, base.uuid_at(pos), base.parent[pos] or None,
+                         base.root[pos], self.kinds[base.kind[pos]])
 
     def _make(self, pos):
         """The Rec of the snapshot's provider at ``pos``, kept a while."""
@@ -888,11 +909,20 @@ class World:
         base = self.base
         columns = (base.ids, base.kind, base.root)
         slices = list(map(slice, starts, ends))
+        if keep is not None and len(slices) == 1:
+            kept = list(itertools.compress(range(starts[0], ends[0]), bytes(
+                base.cls[slices[0]]).translate(keep)))
+        elif keep is not None:
+            # Scattered trees (a random sample's): the positions kept
+            # found in each tree's run of the marks, a C call or two each.
+            find = self._marks(keep).find
+            kept = []
+            for start, end in zip(starts, ends):
+                at = find(1, start, end)
+                while at >= 0:
+                    kept.append(at)
+                    at = find(1, at + 1, end)
         if keep is not None:
-            wanted = b''.join(map(base.cls.__getitem__, slices)).translate(
-                keep)
-            kept = list(itertools.compress(itertools.chain.from_iterable(
-                map(range, starts, ends)), wanted))
             for to, column in zip(out, columns):
                 to += map(column.__getitem__, kept)
         elif len(slices) == 1:
@@ -916,6 +946,18 @@ class World:
                 i >= len(sets) or not classes.isdisjoint(sets[i])
                 for i in range(256))
         return table
+
+    def _marks(self, keep):
+        """The snapshot's cls column through ``keep`` (a _class_filter):
+        1 at the positions it keeps. A byte per provider: a few are kept
+        (a megabyte each at a million providers)."""
+        marks = self._class_marks.get(keep)
+        if marks is None:
+            if len(self._class_marks) >= _MARKS:
+                self._class_marks = {}
+            marks = self._class_marks[keep] = bytes(self.base.cls).translate(
+                keep)
+        return marks
 
     def roots_with_any(self, of, keys):
         """The roots of the trees with a provider having one of ``keys``
@@ -978,8 +1020,8 @@ class World:
         the key of the caller's rendering (render_trees_with), the trees
         unchanged since the snapshot come rendered (``rendered``) when the
         snapshot's file holds that rendering, not as Trees."""
-        rps = self.rps
-        provs = {rid: rps[rid].prov for rid in model.picked_providers(cands)}
+        provs = {rid: self._provider(rid)
+                 for rid in model.picked_providers(cands)}
         roots = {provs[rid].root_id
                  for rid in model.allocated_providers(cands)}
         rendered = {}

@@ -32,13 +32,14 @@ def sql_gatherer(monkeypatch):
     monkeypatch.setattr(engine, 'USE_WORLD', False)
 
 
-def glued_world(rnd, parts, flat=False):
+def glued_world(rnd, parts, flat=False, sharing=True):
     """Random small worlds (the differential test's) side by side in one
     database: many trees, sharing providers, usages, traits, aggregates
-    (``flat``: roots only, no sharing provider)."""
+    (``flat``: roots only, no sharing provider; ``sharing`` False: no
+    sharing provider)."""
     w = cw.WorldBuilder()
     for part in range(parts):
-        sub = diff.random_world(rnd, flat=flat)
+        sub = diff.random_world(rnd, flat=flat, sharing=sharing)
         names = {}
         for row in sorted(sub.rps, key=lambda r: r['id']):
             parent = names.get(row['parent_provider_id'])

@@ -53,10 +53,11 @@ def _upstream_built():
     upstream_venv.require('upstream')
 
 
-def random_world(rnd, flat=False):
+def random_world(rnd, flat=False, sharing=True):
     """Random trees, sharing providers, inventories, usages, traits and
-    aggregates. ``flat``: more roots, no child, no sharing provider (the
-    shape of the world's fast path, see search._flat)."""
+    aggregates. ``flat``: more roots, no child, no sharing provider;
+    ``sharing`` False: no sharing provider (the shapes of the world's fast
+    path, see search._sole)."""
     w = cw.WorldBuilder()
     names = []
     for r in range(rnd.randint(2, 10) if flat else rnd.randint(1, 4)):
@@ -71,7 +72,7 @@ def random_world(rnd, flat=False):
                 grand = child + '_g'
                 w.provider(grand, parent=child)
                 names.append(grand)
-    for _ in range(0 if flat else rnd.choice([0, 0, 1, 2])):
+    for _ in range(0 if flat or not sharing else rnd.choice([0, 0, 1, 2])):
         ss = 'ss%d' % len(w.rps)
         w.provider(ss)
         w.trait(ss, cw.SHARES)
@@ -289,7 +290,7 @@ def test_random_worlds_match_upstream():
 
 def test_flat_worlds_match_upstream():
     """Worlds without trees or sharing providers, where the unnumbered
-    group alone is answered by the world's fast path (search._flat)."""
+    group alone is answered by the world's fast path (search._sole)."""
     _compare_with_upstream(random.Random(SEED + 1), max(CASES // 2, 30),
                            lambda rnd: random_world(rnd, flat=True))
 

@@ -6,7 +6,7 @@ as the SQL engine, is never stale for a writer, and samples fairly.
   from memory and by the SQL engine (sql.py); bodies must be
   identical, order included, with and without a limit, batches of any
   size.
-* The flat fast path (search._flat) answers as the general path.
+* The fast path (search._sole) answers as the general path.
 * Writes through the API are seen by the very next request, without a
   full reload; a second "process" (another World over the same database,
   told nothing) sees them at its next refresh; a reader further behind
@@ -180,17 +180,23 @@ def test_tree_rows_of_scattered_roots_some_changed_since_the_snapshot():
                 assert len(list(itertools.groupby(tree_roots))) == len(got)
 
 
-def test_flat_fast_path_answers_as_the_general_path(monkeypatch):
-    rnd = random.Random(20261126)
-    fast = collections.Counter()
-    real_flat = search._flat
+@pytest.mark.parametrize('flat', [True, False], ids=['flat', 'nested'])
+def test_sole_fast_path_answers_as_the_general_path(flat, monkeypatch):
+    """Random worlds without sharing providers, flat or of trees (where
+    some trees have two providers with a class asked for, and their batch
+    goes the general way): the fast path's answers are the general
+    path's, order included, with and without a limit."""
+    rnd = random.Random(20261126 + flat)
+    used = collections.Counter()
+    real_sole = search._sole
 
     def counting(*args):
-        fast['used'] += 1
-        return real_flat(*args)
+        found = real_sole(*args)
+        used['fast' if found is not None else 'general'] += 1
+        return found
 
-    monkeypatch.setattr(search, '_flat', counting)
-    world = twr.glued_world(rnd, 6, flat=True)
+    monkeypatch.setattr(search, '_sole', counting)
+    world = twr.glued_world(rnd, 6, flat=flat, sharing=False)
     checked = 0
     with gabbits.app_over_world(world) as app:
         for _ in range(150):
@@ -198,14 +204,15 @@ def test_flat_fast_path_answers_as_the_general_path(monkeypatch):
             if version >= '1.16' and rnd.random() < 0.4:
                 path += '&limit=%d' % rnd.choice([1, 2, 3, 1000])
             with monkeypatch.context() as m:
-                m.setattr(search._Request, 'flat_group', lambda self: None)
+                m.setattr(search._Request, 'sole_group', None)
                 expected = twr.get(app, path, version)
             got = twr.get(app, path, version)
             assert got == expected, (path, version)
             checked += expected[0] == 200 and bool(
                 expected[1]['allocation_requests'])
     assert checked > 30
-    assert fast['used'] > 30
+    assert used['fast'] > (30 if flat else 15)
+    assert flat or used['general'] > 10
 
 
 # -- never stale -----------------------------------------------------------
