@@ -45,15 +45,16 @@ def _world(sharing=False):
 
 @pytest.fixture
 def looked(monkeypatch):
-    """The roots each search handed to groups_for, request by request."""
+    """The roots whose trees each search read (_Request.batch, for the
+    fast path and the general one), request by request."""
     seen = []
-    real = search._Request.groups_for
+    real = search._Request.batch
 
-    def groups_for(self, roots, groups=None):
+    def batch(self, roots, groups=None):
         seen[-1].update(roots)
         return real(self, roots, groups)
 
-    monkeypatch.setattr(search._Request, 'groups_for', groups_for)
+    monkeypatch.setattr(search._Request, 'batch', batch)
     return seen
 
 
