@@ -78,6 +78,12 @@ _INV = operator.attrgetter('inv')
 _serves = rules.serves
 
 
+def _holds(ascending, item):
+    """Whether ``item`` is in the sorted sequence ``ascending``."""
+    i = bisect.bisect_left(ascending, item)
+    return i < len(ascending) and ascending[i] == item
+
+
 def _random_order(items):
     """``items`` (distinct) in a uniformly random order, drawn lazily:
     taking k of them costs O(k) whatever len(items). The order in which
@@ -388,23 +394,27 @@ class _Request:
           root's aggregates: in the tree too).
 
         A walk (or a sample) over these roots alone answers as one over
-        every root: the others have no candidate."""
-        world = self.world
-        sets = []
+        every root: the others have no candidate. None, too, when most
+        trees may (World.roots_with_each)."""
+        trees = None
+        wanted = set()
         for g in self.groups:
             if g.tree_root is not None and g.amounts and (
                     not g.numbered or not self.sharing):
-                sets.append({g.tree_root})
+                trees = ({g.tree_root} if trees is None
+                         else trees & {g.tree_root})
             if self.sharing:
                 continue
-            for any_of in g.required:
-                sets.append(world.roots_with_any('trait', any_of))
-            for any_of in g.member_of:
-                sets.append(world.roots_with_any('agg', any_of))
-        if not sets:
-            return None
-        sets.sort(key=len)
-        return sorted(set(sets[0]).intersection(*sets[1:]))
+            wanted.update(('trait', frozenset(any_of))
+                          for any_of in g.required)
+            wanted.update(('agg', frozenset(any_of))
+                          for any_of in g.member_of)
+        roots = self.world.roots_with_each(frozenset(wanted)) \
+            if wanted else None
+        if trees is None:
+            return roots
+        return sorted(root for root in trees
+                      if roots is None or _holds(roots, root))
 
     # -- what the random sample needs (sample.py) ---------------------------
 

@@ -118,6 +118,11 @@ _CACHE = 100000
 _FIT_MEMOS = 256
 # Sets of classes whose marks over the snapshot are kept (World._marks).
 _MARKS = 8
+# roots_with_each lists fewer than this share of the trees, for at most
+# _EACH_MEMOS requests' sets of traits and aggregates (an 8-byte id per
+# root: 300 kB for 40,000 roots).
+_MOST_TREES = 0.75
+_EACH_MEMOS = 32
 # Worlds of at least this many providers are shared through a file by
 # the processes of a node (``SHARED_DIR``; None: never).
 SHARE_FROM = 10000
@@ -663,7 +668,8 @@ class World:
         self._shapes = [                # the base's tree shapes
             model.Layout.of(parents, root, len(parents))
             for parents, root in snap.shapes]
-        self._roots_by = {}             # (of, key) -> the base's roots
+        self._each = {}                 # see roots_with_each()
+        self._edited_roots = []         # roots edited since the snapshot
         self._ov_runs = {}              # root -> _changed_tree, changed trees
         self._fits = {}                 # see fits()
         self._class_filters = {}        # see _class_filter()
@@ -776,6 +782,7 @@ class World:
         self._edited(rec, False)
 
     def _edited(self, rec, present):
+        self._edited_roots.append(rec.root)
         if rec.parent is not None:
             self.children += 1 if present else -1
         self.tree_traits.pop(rec.root, None)
@@ -959,27 +966,63 @@ class World:
                 keep)
         return marks
 
-    def roots_with_any(self, of, keys):
-        """The roots of the trees with a provider having one of ``keys``
-        (trait ids, ``of`` 'trait'; aggregate ids, ``of`` 'agg')."""
-        out = set()
-        for key in keys:
-            roots = self._roots_by.get((of, key))
-            if roots is None:
-                roots = self._roots_by[(of, key)] = frozenset(
-                    self.base.members(of, key, 'roots'))
-            out |= roots
-        if self._tree_ov:
-            # The trees changed since the snapshot, as they are now.
-            out.difference_update(self._tree_ov)
-            kinds = self.kinds
-            attr = 'traits' if of == 'trait' else 'aggs'
-            keys = frozenset(keys)
-            for root in self._tree_ov:
-                if any(not keys.isdisjoint(getattr(kinds[k], attr))
-                       for k in set(self.tree_kinds(root))):
-                    out.add(root)
+    def roots_with_each(self, wanted):
+        """The roots, in id order, of the trees that have, for each (of,
+        keys) of ``wanted`` (a frozenset), a provider with one of ``keys``
+        (a frozenset of trait ids, ``of`` 'trait'; of aggregate ids,
+        'agg'). None when those are most of the trees (_MOST_TREES): a
+        walk finds their candidates about as soon without the list, which
+        costs a pass over it.
+
+        The snapshot's trees are judged once per snapshot, from its
+        indexes; the trees changed since, as they change (the roots edited
+        since the last ask, ``_edited_roots``, judged again). A request
+        pays for neither: only a pass leaving the changed trees'
+        snapshot state out."""
+        entry = self._each.get(wanted)
+        if entry is None:
+            if len(self._each) >= _EACH_MEMOS:
+                self._each = {}
+            entry = self._each[wanted] = [self._base_roots_with_each(wanted),
+                                          set(), 0]
+        base, changed, seen = entry
+        overlay = self._tree_ov
+        if base is None or not overlay:
+            return base
+        log = self._edited_roots
+        if seen < len(log):
+            for root in set(log[seen:]):
+                if root in overlay and self._tree_has_each(root, wanted):
+                    changed.add(root)
+                else:
+                    changed.discard(root)
+            entry[2] = len(log)
+        out = [root for root in base if root not in overlay]
+        if changed:
+            out += changed
+            out.sort()
         return out
+
+    def _base_roots_with_each(self, wanted):
+        """roots_with_each of the snapshot alone (an array, or None)."""
+        base = self.base
+        sets = []
+        for of, keys in wanted:
+            roots = set()
+            for key in keys:
+                roots.update(base.members(of, key, 'roots'))
+            sets.append(roots)
+        sets.sort(key=len)
+        found = sets[0].intersection(*sets[1:])
+        if len(found) >= _MOST_TREES * len(base.troot):
+            return None
+        return array.array('q', sorted(found))
+
+    def _tree_has_each(self, root, wanted):
+        kinds = [self.kinds[k] for k in set(self.tree_kinds(root))]
+        return all(any(not keys.isdisjoint(
+            kind.traits if of == 'trait' else kind.aggs) for kind in kinds)
+            for of, keys in wanted)
 
     def _traits_in_tree(self, root):
         kinds = self.kinds

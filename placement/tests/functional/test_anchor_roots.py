@@ -157,3 +157,51 @@ class _Snapshot:
 
     def __exit__(self, *exc):
         return self.cm.__exit__(*exc)
+
+
+def test_trees_changed_since_the_snapshot_are_judged_as_they_are_now(
+        monkeypatch, looked):
+    """The roots a request's traits and aggregates admit are the
+    snapshot's, judged once, with the trees changed since judged as they
+    are now: a trait added or removed, a host moved to another aggregate,
+    a tree deleted, a new one; a request asked before the changes (its
+    list kept, brought up to date) and one asked first after them."""
+    trait_and_a = ('/allocation_candidates?resources=VCPU:1'
+                   '&required=HW_CPU_X86_AVX2&member_of=' + AGG_A)
+    b_only = '/allocation_candidates?resources=VCPU:1&member_of=' + AGG_B
+
+    def hosts_of(path, expected_hosts):
+        looked.append(set())
+        got = twr.get(app, path, tcw.LATEST)
+        assert got == tcw._sql(monkeypatch, app, path, tcw.LATEST)
+        with app_world(app) as world:
+            roots = {world.by_uuid[uuid] for uuid in expected_hosts}
+            answered = {world.rps[world.by_uuid[u]].root
+                        for u in got[1]['provider_summaries']}
+        assert answered == roots
+        assert looked[-1] == roots
+
+    def traits(rp, *names):
+        cloud.refresh_gen(rp)
+        tcw._call(app, 'PUT', '/resource_providers/%s/traits' % rp, {
+            'resource_provider_generation': cloud.gen[rp],
+            'traits': list(names)})
+
+    with gabbits.app_and_engine_over_world(_world()) as (app, _):
+        cloud = tcw._Cloud(app)
+        host, numa = _uuid, lambda i: _uuid(2 * i + 1)
+        hosts_of(trait_and_a, {host(2 * i) for i in (0, 6, 12, 18)})
+        traits(numa(2), 'HW_CPU_X86_AVX2')              # now admitted
+        traits(numa(0))                                 # no longer
+        cloud.aggregates(host(2 * 6), AGG_B)            # moved to B
+        tcw._call(app, 'DELETE', '/resource_providers/' + numa(12))
+        tcw._call(app, 'DELETE', '/resource_providers/' + host(2 * 12))
+        new = cloud.provider('h99')
+        new_numa = cloud.provider('h99-numa', parent=new)
+        cloud.inventory(new_numa, VCPU=8)
+        traits(new_numa, 'HW_CPU_X86_AVX2')
+        cloud.aggregates(new, AGG_A)
+        hosts_of(trait_and_a, {host(2 * 2), host(2 * 18), new})
+        # Asked first now: half the hosts and the one moved.
+        hosts_of(b_only, {host(2 * i) for i in range(1, 24, 2)}
+                 | {host(2 * 6)})
