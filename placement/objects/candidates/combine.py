@@ -87,11 +87,22 @@ class _Plan:
         # the positions of its groups.
         placed = set()
         self.subtree_checks = []
+        # open_checks[i]: for each set still open once group i is placed,
+        # with two of its groups or more placed: (their positions, the
+        # positions of the others), see _Search._may_complete. (The
+        # unnumbered group is placed first: only numbered ones have any.)
+        self.open_checks = []
         pending = [frozenset(s) for s in same_subtrees]
         for g in self.groups:
             placed.add(g.suffix)
             done = [s for s in pending if s <= placed]
             pending = [s for s in pending if not s <= placed]
+            self.open_checks.append([
+                (tuple(pos for pos, other in enumerate(self.groups)
+                       if other.suffix in s and other.suffix in placed),
+                 tuple(pos for pos, other in enumerate(self.groups)
+                       if other.suffix in s and other.suffix not in placed))
+                for s in pending if g.suffix in s and len(s & placed) > 1])
             checks = []
             for s in done:
                 positions = tuple(pos for pos, other in enumerate(self.groups)
@@ -142,6 +153,10 @@ class _Search:
         self.root_owner = {}      # root -> rp (old microversions only)
         self.root_count = {}
         self.one_per_tree = plan.one_per_tree
+        # What the groups at some positions may pick under one anchor
+        # (_could_pick), kept while the search is under it.
+        self._could = {}
+        self._could_anchor = None
         # The picks to try, one per group position, instead of the
         # anchor's lists (Checker).
         self.forced = None
@@ -244,6 +259,47 @@ class _Search:
             if not rules.same_subtree(self.plan.ancestors, rps):
                 return False
         return True
+
+    def _may_complete(self, idx, anchor):
+        """Whether the same_subtree sets still open once group ``idx`` is
+        placed may yet be met. One of a set's picks must be an ancestor
+        (or self) of all of them: when none of those placed is, one of
+        the others' picks must be a common ancestor of those placed, so
+        the anchor's lists of the others must hold one (a device and a
+        NIC under two NUMA nodes are dropped before a NUMA node is
+        tried)."""
+        picks = self.picks
+        groups = self.groups
+        for placed, rest in self.plan.open_checks[idx]:
+            rps = set()
+            for pos in placed:
+                if groups[pos].same_provider:
+                    rps.add(picks[pos])
+                else:
+                    rps.update(picks[pos])
+            common = rules.common_ancestors(self.plan.ancestors, rps)
+            if common.isdisjoint(rps) and common.isdisjoint(
+                    self._could_pick(rest, anchor)):
+                return False
+        return True
+
+    def _could_pick(self, positions, anchor):
+        """The providers in the lists of the groups at ``positions`` under
+        ``anchor``."""
+        if self._could_anchor != anchor:
+            self._could = {}
+            self._could_anchor = anchor
+        found = self._could.get(positions)
+        if found is None:
+            found = self._could[positions] = set()
+            for pos in positions:
+                lists = self.groups[pos].by_anchor.get(anchor, ())
+                if self.groups[pos].same_provider:
+                    found.update(lists)
+                else:
+                    for lst in lists.values():
+                        found.update(lst)
+        return found
 
     def _above(self, top, rp):
         """Whether ``top`` is ``rp`` or one of its ancestors."""
@@ -351,6 +407,7 @@ class _Search:
         resources = group.resources
         amounts = group.amounts
         subtree_check = bool(self.plan.subtree_checks[idx])
+        open_check = bool(self.plan.open_checks[idx])
         pair = self.plan.pairs[idx]
         if pair is not None:
             picks = self.picks
@@ -384,6 +441,8 @@ class _Search:
                 if not (above(a, b) or above(b, a)):
                     continue
             elif subtree_check and not self._subtrees_ok(idx):
+                continue
+            if open_check and not self._may_complete(idx, anchor):
                 continue
             if one_per_tree and not self._claim_tree(rp):
                 continue

@@ -227,13 +227,19 @@ def same_subtree(ancestors, rp_ids):
     rp_ids = set(rp_ids)
     if len(rp_ids) <= 1:
         return True
+    return not common_ancestors(ancestors, rp_ids).isdisjoint(rp_ids)
+
+
+def common_ancestors(ancestors, rp_ids):
+    """The providers that are an ancestor-or-self of each of ``rp_ids``
+    (``ancestors`` as same_subtree's)."""
     common = None
     for rp in rp_ids:
         anc = ancestors[rp]
         common = anc if common is None else common & anc
         if not common:
-            return False
-    return not common.isdisjoint(rp_ids)
+            break
+    return common or frozenset()
 
 
 # -- a request group ------------------------------------------------------

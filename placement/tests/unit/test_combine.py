@@ -159,6 +159,42 @@ def test_same_subtree():
                   for c in sub) == [(2, 4), (3, 5)]
 
 
+def test_same_subtree_of_three_groups_drops_a_branch_early(monkeypatch):
+    """A NUMA node, a GPU and a NIC under it (nova's): a GPU and a NIC
+    under two NUMA nodes cannot be completed, since no NUMA node is above
+    both, and are dropped before any NUMA node is tried. The answer is
+    the same; the checks of complete sets are half as many."""
+    provs = [P(1, 'r', None, 1)]
+    for n in (0, 1):
+        numa = 10 + n
+        provs.append(P(numa, 'n%d' % n, 1, 1, traits={'CUSTOM_NUMA'}))
+        for d in (0, 1):
+            provs.append(P(100 + 10 * n + d, 'gpu', numa, 1,
+                           inventory={'VGPU': inv(1)}))
+            provs.append(P(200 + 10 * n + d, 'nic', numa, 1,
+                           inventory={'VF': inv(1)}))
+    provs = world(*provs)
+    groups = [G('_GPU', [('VGPU', 1)], {1: [100, 101, 110, 111]}),
+              G('_NIC', [('VF', 1)], {1: [200, 201, 210, 211]}),
+              G('_NUMA', [], {1: [10, 11]})]
+    complete = []
+    real = rules.same_subtree
+
+    def counting(ancestors, rp_ids):
+        complete.append(rp_ids)
+        return real(ancestors, rp_ids)
+
+    monkeypatch.setattr(rules, 'same_subtree', counting)
+    sub = run(provs, groups, same_subtrees=[{'_GPU', '_NIC', '_NUMA'}])
+    assert sorted(c.picks for c in sub) == [
+        (gpu, nic, numa) for numa in (10, 11)
+        for gpu in (100 + 10 * (numa - 10), 101 + 10 * (numa - 10))
+        for nic in (200 + 10 * (numa - 10), 201 + 10 * (numa - 10))]
+    # 8 GPU and NIC pairs under one NUMA node, each with both NUMA nodes
+    # (16 checks), not all 16 pairs with both (32).
+    assert len(complete) == 16
+
+
 def test_same_subtree_resourceless_group():
     provs = world(
         P(1, 'r', None, 1),
@@ -376,8 +412,8 @@ def test_search_and_checker_follow_the_rules_on_random_trees():
     import random
     rnd = random.Random(7)
     classes = ['VCPU', 'MEMORY_MB', 'VF']
-    kept = 0
-    for _ in range(300):
+    kept = triples = 0
+    for _ in range(1000):
         provs = [P(1, 'r', None, 1,
                    traits=set(rnd.sample('AB', rnd.randint(0, 2))),
                    inventory={rc: inv(rnd.randint(1, 3), rnd.randint(0, 1))
@@ -401,15 +437,19 @@ def test_search_and_checker_follow_the_rules_on_random_trees():
                          for rc, amt in amounts}},
                     required=[set(rnd.sample('AB', 1))] * rnd.randint(0, 1),
                     forbidden=forbidden)]
-        for suffix in '12'[:rnd.randint(0, 2)]:
+        for suffix in '123'[:rnd.randint(0, 3)]:
             rc = rnd.choice(classes)
             groups.append(G(suffix, [(rc, 1)], {1: [
                 p.id for p in provs.values()
                 if rules.fits_alone(p.inventory, [(rc, 1)])]}))
+        suffixes = [g.suffix for g in groups]
         options = dict(
             isolate=rnd.random() < 0.5,
-            same_subtrees=([{'', '1'}] if len(groups) > 1 and
-                           rnd.random() < 0.3 else []),
+            # Sets of two groups, and of three (checked before the last
+            # is placed: _Search._may_complete).
+            same_subtrees=([set(rnd.sample(suffixes, rnd.randint(
+                2, min(3, len(suffixes)))))] if len(groups) > 1 and
+                rnd.random() < 0.6 else []),
             one_provider_per_tree=rnd.random() < 0.2)
         if not cb.viable_anchors(groups):
             continue
@@ -426,4 +466,7 @@ def test_search_and_checker_follow_the_rules_on_random_trees():
         assert len(set(searched)) == len(searched)
         assert [p for p in every if checker.ok(1, p)] == expected
         kept += len(expected)
-    assert kept > 300
+        triples += bool(expected) and any(
+            len(sub) == 3 for sub in options['same_subtrees'])
+    assert kept > 200
+    assert triples > 10
