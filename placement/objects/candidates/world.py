@@ -179,13 +179,8 @@ class Rec:
         self.inv = kind.inv
         self.traits = kind.traits
         self.aggs = kind.aggs
-        self.prov = _provider(id, uuid, parent, root, kind)
-
-
-def _provider(id, uuid, parent, root, kind):
-    """The model.Provider of a provider of ``kind`` (a Kind)."""
-    return model.Provider(id, uuid, parent, root, traits=kind.names,
-                          inventory=kind.prov_inv)
+        self.prov = model.Provider(id, uuid, parent, root, traits=kind.names,
+                                   inventory=kind.prov_inv)
 
 
 class ProviderModels(dict):
@@ -399,6 +394,8 @@ class World:
         self.epoch = epoch
         if len(self._cache) > _CACHE:
             self._cache = {}
+        if len(self._provs) > _CACHE:
+            self._provs = {}
         if self._made_trees_size > _CACHE:
             self._made_trees = {}
             self._made_trees_size = 0
@@ -662,6 +659,7 @@ class World:
         self._tree_ov = {}              # root -> ids, trees changed
         self._uuid_ov = {}              # uuid -> id, providers changed
         self._cache = {}                # id -> Rec made from the base
+        self._provs = {}                # id -> model.Provider, the same
         self._made_trees = {}           # root -> model.Tree, see tree()
         self._made_trees_size = 0       # providers in them (about)
         self._layouts = {}              # root -> model.Layout, see tree()
@@ -674,6 +672,7 @@ class World:
         self._fits = {}                 # see fits()
         self._class_filters = {}        # see _class_filter()
         self._class_marks = {}          # see _marks()
+        self._kind_marks = {}           # see _kinds_serving()
         self.roots = array.array('q', snap.troot)   # sorted root ids
         self.children = snap.children   # providers with a parent
         self.count = snap.n             # providers
@@ -715,17 +714,24 @@ class World:
         return k
 
     def _provider(self, rid):
-        """The model.Provider of provider ``rid``: its record's, or made
-        from the snapshot's columns with no record (the picks of a random
-        sample are new ones each time)."""
+        """The model.Provider of provider ``rid``: its record's when it
+        has one, else made from the snapshot's columns and kept with no
+        record (an answer's picks: a random sample's are new ones each
+        time)."""
+        prov = self._provs.get(rid)
+        if prov is not None:
+            return prov
         if rid in self.changed or rid in self._cache:
             return self.rps[rid].prov
         base = self.base
         pos = base.pos_of(rid)
         if pos is None:
             raise KeyError(rid)
-        return _provider(rid, base.uuid_at(pos), base.parent[pos] or None,
-                         base.root[pos], self.kinds[base.kind[pos]])
+        kind = self.kinds[base.kind[pos]]
+        prov = self._provs[rid] = model.Provider(
+            rid, base.uuid_at(pos), base.parent[pos] or None, base.root[pos],
+            traits=kind.names, inventory=kind.prov_inv)
+        return prov
 
     def _make(self, pos):
         """The Rec of the snapshot's provider at ``pos``, kept a while."""
@@ -774,6 +780,7 @@ class World:
         if self._uuid_ov.get(rec.uuid) == rp_id:
             del self._uuid_ov[rec.uuid]
         self._cache.pop(rp_id, None)
+        self._provs.pop(rp_id, None)
         self.count -= 1
         tree = self._tree_to_edit(rec.root)
         tree.remove(rp_id)
@@ -896,12 +903,13 @@ class World:
                 starts = list(map(tstart.__getitem__, found))
                 ends = list(map(tstart.__getitem__, map((1).__add__, found)))
             self._read_runs(starts, ends, keep, *out)
+        serving = None if keep is None or not changed else \
+            self._kinds_serving(classes).__getitem__
         for root in changed:
             mine = overlay[root]
             mine_kinds = self.tree_kinds(root)
-            if keep is not None:
-                serves = [not classes.isdisjoint(self.kinds[k].inv)
-                          for k in mine_kinds]
+            if serving is not None:
+                serves = list(map(serving, mine_kinds))
                 mine = list(itertools.compress(mine, serves))
                 mine_kinds = list(itertools.compress(mine_kinds, serves))
             ids += mine
@@ -964,6 +972,21 @@ class World:
                 self._class_marks = {}
             marks = self._class_marks[keep] = bytes(self.base.cls).translate(
                 keep)
+        return marks
+
+    def _kinds_serving(self, classes):
+        """1 at the index of each Kind with inventory of one of
+        ``classes`` (a bytearray, extended as kinds are made: a Kind
+        never changes)."""
+        marks = self._kind_marks.get(classes)
+        if marks is None:
+            if len(self._kind_marks) >= _FIT_MEMOS:
+                self._kind_marks = {}
+            marks = self._kind_marks[classes] = bytearray()
+        kinds = self.kinds
+        if len(marks) < len(kinds):
+            marks.extend(not classes.isdisjoint(kind.inv)
+                         for kind in kinds[len(marks):])
         return marks
 
     def roots_with_each(self, wanted):
