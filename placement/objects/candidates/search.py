@@ -317,18 +317,24 @@ class _Request:
                 per_rc.append(rid)
         return out
 
-    def fitting(self, g, batch):
+    def fitting(self, g, batch, whole=False):
         """Per provider of ``batch``, the names of the classes of ``g``
         its inventory can serve on its own (_fitting), judged once per
-        kind."""
+        kind; ``whole``: whether it serves every class, its room as the
+        combiner reads it too (rules.fits_alone)."""
         names = {rc_id: name for name, rc_id in g.rc_ids.items()}
         # Kept by the world across batches and requests (a sample looks
         # at a few roots at a time; the same kinds come again and again).
-        memo = self.world.fits((g.numbered, tuple(
+        memo = self.world.fits((whole, g.numbered, tuple(
             (rc, names[rc], amount) for rc, amount in g.amounts)))
+        kinds = self.world.kinds
         for key, inv in batch.invs.items():
             if key not in memo:
-                memo[key] = self._fitting(g, inv, names)
+                fitting = self._fitting(g, inv, names)
+                memo[key] = (len(fitting) == len(g.amounts) and
+                             rules.fits_alone(kinds[key].prov_inv,
+                                              g.resources)
+                             ) if whole else fitting
         return list(map(memo.__getitem__, batch.inv_keys))
 
     @staticmethod
@@ -553,8 +559,7 @@ def _sole(req, g, roots):
     tree_roots = batch.roots
     if len(set(tree_roots)) < len(tree_roots):
         return None
-    width = len(g.amounts)
-    whole = [len(fitting) == width for fitting in req.fitting(g, batch)]
+    whole = req.fitting(g, batch, whole=True)
     picked = dict(zip(itertools.compress(tree_roots, whole),
                       itertools.compress(batch.ids, whole)))
     if g.tree_root is not None:
