@@ -396,6 +396,10 @@ class World:
             self._cache = {}
         if len(self._provs) > _CACHE:
             self._provs = {}
+        if len(self._edited_roots) > _CACHE:
+            # roots_with_each's lists are made again when next asked.
+            self._each = {}
+            self._edited_roots = []
         if self._made_trees_size > _CACHE:
             self._made_trees = {}
             self._made_trees_size = 0
@@ -928,8 +932,9 @@ class World:
             kept = list(itertools.compress(range(starts[0], ends[0]), bytes(
                 base.cls[slices[0]]).translate(keep)))
         elif keep is not None:
-            # Scattered trees (a random sample's): the positions kept
-            # found in each tree's run of the marks, a C call or two each.
+            # Trees apart (a random sample's, a walk's between changed
+            # trees): the positions kept found in each tree's run of the
+            # marks, a C call or two each.
             find = self._marks(keep).find
             kept = []
             for start, end in zip(starts, ends):
@@ -998,21 +1003,24 @@ class World:
         costs a pass over it.
 
         The snapshot's trees are judged once per snapshot, from its
-        indexes; the trees changed since, as they change (the roots edited
-        since the last ask, ``_edited_roots``, judged again). A request
-        pays for neither: only a pass leaving the changed trees'
-        snapshot state out."""
+        indexes; the trees changed since, when first asked and then as
+        they change (the roots edited since the last ask,
+        ``_edited_roots``, judged again). A request pays for neither: only
+        a pass leaving the changed trees' snapshot state out."""
+        overlay = self._tree_ov
+        log = self._edited_roots
         entry = self._each.get(wanted)
         if entry is None:
             if len(self._each) >= _EACH_MEMOS:
                 self._each = {}
-            entry = self._each[wanted] = [self._base_roots_with_each(wanted),
-                                          set(), 0]
+            entry = self._each[wanted] = [
+                self._base_roots_with_each(wanted),
+                {root for root in overlay
+                 if self._tree_has_each(root, wanted)},
+                len(log)]
         base, changed, seen = entry
-        overlay = self._tree_ov
         if base is None or not overlay:
             return base
-        log = self._edited_roots
         if seen < len(log):
             for root in set(log[seen:]):
                 if root in overlay and self._tree_has_each(root, wanted):

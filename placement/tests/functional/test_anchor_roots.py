@@ -9,6 +9,7 @@ and the trees looked at are only the ones that could serve.
 import pytest
 
 from placement.objects.candidates import search
+from placement.objects.candidates import world as world_mod
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidate_gather as twr
@@ -159,13 +160,18 @@ class _Snapshot:
         return self.cm.__exit__(*exc)
 
 
+@pytest.mark.parametrize('kept', [None, 2], ids=['kept', 'made-again'])
 def test_trees_changed_since_the_snapshot_are_judged_as_they_are_now(
-        monkeypatch, looked):
+        kept, monkeypatch, looked):
     """The roots a request's traits and aggregates admit are the
     snapshot's, judged once, with the trees changed since judged as they
     are now: a trait added or removed, a host moved to another aggregate,
     a tree deleted, a new one; a request asked before the changes (its
-    list kept, brought up to date) and one asked first after them."""
+    list kept, brought up to date) and one asked first after them. Also
+    when the log of edits is dropped at every refresh (a world keeps at
+    most _CACHE), the lists with it."""
+    if kept is not None:
+        monkeypatch.setattr(world_mod, '_CACHE', kept)
     trait_and_a = ('/allocation_candidates?resources=VCPU:1'
                    '&required=HW_CPU_X86_AVX2&member_of=' + AGG_A)
     b_only = '/allocation_candidates?resources=VCPU:1&member_of=' + AGG_B
