@@ -241,7 +241,6 @@ class _Search:
 
     def _subtrees_ok(self, idx):
         picks = self.picks
-        groups = self.groups
         for positions in self.plan.subtree_checks[idx]:
             if type(positions) is _Pair:
                 # Two numbered groups (nova's NUMA node and device): one
@@ -250,15 +249,21 @@ class _Search:
                 if not (self._above(a, b) or self._above(b, a)):
                     return False
                 continue
-            rps = set()
-            for pos in positions:
-                if groups[pos].same_provider:
-                    rps.add(picks[pos])
-                else:
-                    rps.update(picks[pos])
-            if not rules.same_subtree(self.plan.ancestors, rps):
+            if not rules.same_subtree(self.plan.ancestors,
+                                      self._picked_at(positions)):
                 return False
         return True
+
+    def _picked_at(self, positions):
+        """The providers the groups at ``positions`` picked."""
+        picks = self.picks
+        rps = set()
+        for pos in positions:
+            if self.groups[pos].same_provider:
+                rps.add(picks[pos])
+            else:
+                rps.update(picks[pos])
+        return rps
 
     def _may_complete(self, idx, anchor):
         """Whether the same_subtree sets still open once group ``idx`` is
@@ -268,15 +273,8 @@ class _Search:
         the anchor's lists of the others must hold one (a device and a
         NIC under two NUMA nodes are dropped before a NUMA node is
         tried)."""
-        picks = self.picks
-        groups = self.groups
         for placed, rest in self.plan.open_checks[idx]:
-            rps = set()
-            for pos in placed:
-                if groups[pos].same_provider:
-                    rps.add(picks[pos])
-                else:
-                    rps.update(picks[pos])
+            rps = self._picked_at(placed)
             common = rules.common_ancestors(self.plan.ancestors, rps)
             if common.isdisjoint(rps) and common.isdisjoint(
                     self._could_pick(rest, anchor)):
