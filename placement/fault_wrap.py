@@ -27,9 +27,14 @@ DEADLOCK_MSG = ('Another thread concurrently updated the data. '
                 'Please retry your update')
 
 
-def is_db_unavailable(exc):
-    """Connection refused, lost or timed out, or no pooled connection."""
+def is_db_unavailable(exc, starting=False):
+    """Connection refused, lost or timed out, or no pooled connection;
+    ``starting``: while the app is built, a connection closed under the
+    engine's first statements (the database killed between its connect
+    and SQLAlchemy's look at the server) too."""
     if isinstance(exc, (db_exc.DBConnectionError, sa_exc.TimeoutError)):
+        return True
+    if starting and isinstance(exc, sa_exc.ResourceClosedError):
         return True
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
         return True

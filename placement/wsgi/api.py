@@ -64,7 +64,7 @@ def application(environ, start_response):
         app = _get_app()
     except Exception as exc:
         from placement import fault_wrap
-        if not fault_wrap.is_db_unavailable(exc):
+        if not fault_wrap.is_db_unavailable(exc, starting=True):
             raise
         fault_wrap.LOG.warning('Database unavailable at start-up: %s', exc)
         return fault_wrap.unavailable_response()(environ, start_response)

@@ -156,3 +156,24 @@ def test_mysql_refusing_a_character_is_a_data_error():
     other = db_exc.DBError(sa_exc.OperationalError(
         'SELECT', {}, Exception(1064, 'syntax')))
     assert not fault_wrap.is_db_data_error(other)
+
+
+def test_a_connection_closed_while_the_app_is_built_is_503(monkeypatch):
+    """A worker building its app as the database is killed: the engine's
+    first connection closed under SQLAlchemy's first statements is the
+    database away, 503 (the next request builds the app again), not a
+    500 from the server."""
+    from placement.wsgi import api
+
+    def init_application():
+        raise sa_exc.ResourceClosedError('This Connection is closed')
+
+    monkeypatch.setattr(api, '_APP', None)
+    monkeypatch.setattr(api, 'init_application', init_application)
+    req = webob.Request.blank('/', headers={'accept': 'application/json'})
+    resp = req.get_response(api.application)
+    assert resp.status_int == 503
+    assert fault_wrap.DB_UNAVAILABLE_MSG in resp.json['errors'][0]['detail']
+    # Elsewhere it stays a bug of ours, not the database's.
+    assert not fault_wrap.is_db_unavailable(
+        sa_exc.ResourceClosedError('This Connection is closed'))
