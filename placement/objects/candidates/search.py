@@ -604,7 +604,8 @@ def _walk(req, roots, cap, wide, nested_aware, strategy):
     """Candidates from the trees under ``roots``, a batch of them at a
     time (_batches; breadth-first: the SQL engine's windows, for the same
     round-robin across one window's anchors), anchor by anchor in each
-    batch's order, up to ``cap``."""
+    batch's order, up to ``cap``: by the fast path where it answers the
+    batch (_sole), else gathered (groups_for) and combined."""
     isolate = wide.group_policy == 'isolate'
     has_trees = req.trees
     found = []
