@@ -179,8 +179,14 @@ class Rec:
         self.inv = kind.inv
         self.traits = kind.traits
         self.aggs = kind.aggs
-        self.prov = model.Provider(id, uuid, parent, root, traits=kind.names,
-                                   inventory=kind.prov_inv)
+        self.prov = _provider(id, uuid, parent, root, kind)
+
+
+def _provider(id, uuid, parent, root, kind):
+    """The model.Provider of a provider of ``kind`` (a Kind): a Rec's, or
+    one made without a Rec (World._provider)."""
+    return model.Provider(id, uuid, parent, root, traits=kind.names,
+                          inventory=kind.prov_inv)
 
 
 class ProviderModels(dict):
@@ -731,10 +737,9 @@ class World:
         pos = base.pos_of(rid)
         if pos is None:
             raise KeyError(rid)
-        kind = self.kinds[base.kind[pos]]
-        prov = self._provs[rid] = model.Provider(
+        prov = self._provs[rid] = _provider(
             rid, base.uuid_at(pos), base.parent[pos] or None, base.root[pos],
-            traits=kind.names, inventory=kind.prov_inv)
+            self.kinds[base.kind[pos]])
         return prov
 
     def _make(self, pos):
