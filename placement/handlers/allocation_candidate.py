@@ -290,26 +290,28 @@ def _provider_summaries(cands, providers, shown, whole_trees):
     tree changes (a thousand trees, request after request); what alike
     providers share (resources and traits) once per model.Part; and the
     rest is one format per tree (see _tree_entries). Trees the node
-    rendered already (``providers.rendered``, see _NODE_SHAPE) are copied.
+    rendered already come as runs (``providers.rendered``, see
+    _NODE_SHAPE), each copied as it is but for its last comma.
     """
     used = model.allocated_providers(cands)
     shape, nested = key = shown
     parts = model.OnFirstUse(lambda part: _part(part, shape))
     if whole_trees:
-        entries = []
+        # (first root, its entries), each run or tree.
+        entries = [(first, run[:-1]) for first, run in providers.rendered]
         by_table = {}
-        rendered = providers.rendered
-        for root in sorted({providers[rp].root_id for rp in used}):
-            done = rendered.get(root)
-            if done is not None:
-                entries.append(done)
-                continue
+        roots = providers.trees
+        if roots is None:
+            roots = {providers[rp].root_id for rp in used}
+        for root in roots:
             tree = providers.tree(root)
             cached = tree.summary
             if cached is None or cached[0] != key:
                 cached = tree.summary = (key, _tree_entries(
                     tree, _renderings(tree, parts, by_table), nested))
-            entries.append(cached[1])
+            entries.append((root, cached[1]))
+        entries.sort(key=_FIRST)
+        entries = [entry for _, entry in entries]
     else:
         provs = [providers[rp] for rp in sorted(used)]
         entries = [b'%s:{%s}' % (quoted, parts[prov])
@@ -317,10 +319,14 @@ def _provider_summaries(cands, providers, shown, whole_trees):
                        [p.uuid for p in provs]))]
     if not entries:
         return b'{}'
-    # The braces go on the ends, so that megabytes are copied once.
-    entries[0] = b'{' + entries[0]
-    entries[-1] = bytes(entries[-1]) + b'}'
-    return b','.join(entries)
+    # Megabytes are copied once: the commas and braces go between.
+    pieces = [b','] * (2 * len(entries) + 1)
+    pieces[1::2] = entries
+    pieces[0], pieces[-1] = b'{', b'}'
+    return b''.join(pieces)
+
+
+_FIRST = operator.itemgetter(0)
 
 
 # The summaries every tree has at the microversions nova asks for (1.29
@@ -335,13 +341,15 @@ _NODE_SHAPE = ((None, True), True)
 
 def _render_whole_trees(trees):
     """The summaries of ``trees`` (model.Tree, or None: none) at
-    _NODE_SHAPE, one bytes each."""
+    _NODE_SHAPE, one bytes each, each followed by a comma."""
     shape, nested = _NODE_SHAPE
     parts = model.OnFirstUse(lambda part: _part(part, shape))
     by_table = {}
     for tree in trees:
+        # A comma after each: trees one after another are then their
+        # entries together (a run: see _provider_summaries).
         yield b'' if tree is None else _tree_entries(
-            tree, _renderings(tree, parts, by_table), nested)
+            tree, _renderings(tree, parts, by_table), nested) + b','
 
 
 def _renderings(tree, parts, by_table):

@@ -163,9 +163,10 @@ class Providers(dict):
     its trees (the world) gives them (``trees``); otherwise they are made
     from this dict, which then holds those whole trees, and ``elsewhere``
     ({id: uuid}) the uuids of their parents that are not in them (SQL by
-    hand can put a provider in another tree). ``rendered``: {root: their
-    summaries, bytes-like}, trees that come rendered already, as the
-    caller asked (see world.World.answer), instead of in ``trees``."""
+    hand can put a provider in another tree). ``rendered``: [(first root,
+    the summaries of a run of trees, bytes-like)], trees that come
+    rendered already, as the caller asked (see world.World.answer),
+    instead of in ``trees``."""
 
     __slots__ = ('trees', 'elsewhere', 'rendered', '_grouped')
 
@@ -173,7 +174,7 @@ class Providers(dict):
         super().__init__(provs)
         self.trees = trees
         self.elsewhere = elsewhere or {}
-        self.rendered = rendered or {}
+        self.rendered = rendered or ()
         self._grouped = None
 
     def tree(self, root):

@@ -117,29 +117,43 @@ class Snapshot:
     # -- lookups -----------------------------------------------------------
 
     def rendered(self, roots):
-        """{root: the summaries of its tree as rendered for the node} of
-        those of ``roots`` (ascending ids) that have them: memoryviews of
-        the buffer, copied once, into the answer (see rendered_section).
-        The next root is mostly the next tree (a walk's roots): looked
-        for only when it is not."""
-        out = {}
-        if self.rendered_key is None:
-            return out
-        troot, ends, blobs = self.troot, self._blob_ends, self._blobs
-        count = len(troot)
-        at = self.tree_at
-        i = 0
-        for root in roots:
-            if i >= count or troot[i] != root:
-                i = at.get(root)
-                if i is None:
-                    i = 0
+        """(runs, missing) for ``roots`` (ascending ids): ``runs``, a list
+        of (first root, memoryview of the buffer): the renderings of trees
+        one after another in the file, one view for each run of them (a
+        walk's thousand trees are one); ``missing``, the roots with none
+        (not here, or not rendered: see rendered_section).
+        The renderer makes its renderings such that trees one after
+        another make one (see the handler's _render_whole_trees)."""
+        if self.rendered_key is None or not roots:
+            return [], list(roots)
+        at = [self.tree_at.get(root) for root in roots]
+        if None not in at and at[-1] - at[0] == len(at) - 1:
+            # Trees one after another: one run, unless some are missing.
+            ends = self._blob_ends[at[0]:at[-1] + 2].tolist()
+            if all(map(int.__ne__, ends, ends[1:])):
+                return [(roots[0], self._blobs[ends[0]:ends[-1]])], []
+        return self._runs(roots, at)
+
+    def _runs(self, roots, at):
+        """rendered() of ``roots`` at tree indices ``at`` (None: not
+        here), a tree at a time."""
+        ends, blobs = self._blob_ends, self._blobs
+        runs, missing = [], []
+        first = start = end = None
+        for root, i in zip(roots, at):
+            if i is not None:
+                lo, hi = ends[i], ends[i + 1]
+                if lo != hi:
+                    if lo != end:
+                        if first is not None:
+                            runs.append((first, blobs[start:end]))
+                        first, start = root, lo
+                    end = hi
                     continue
-            start, end = ends[i], ends[i + 1]
-            if start != end:
-                out[root] = blobs[start:end]
-            i += 1
-        return out
+            missing.append(root)
+        if first is not None:
+            runs.append((first, blobs[start:end]))
+        return runs, missing
 
     def uuid_at(self, pos):
         if self.odd_uuids and pos in self.odd_uuids:

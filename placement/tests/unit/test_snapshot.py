@@ -199,19 +199,37 @@ def _rendered_file(tmp_path, blobs):
     return path, data
 
 
+def _runs(found):
+    runs, missing = found
+    return [(first, bytes(view)) for first, view in runs], missing
+
+
 def test_a_file_may_end_with_each_tree_rendered(tmp_path):
     # Trees 1, 3 and 4 (troot order); 3 not rendered (an empty one).
-    path, data = _rendered_file(tmp_path, [b'"one":{}', b'', b'"four":{}'])
+    path, data = _rendered_file(tmp_path, [b'"one":{},', b'', b'"four":{},'])
     snap = snapshot.open_file(path)
     assert snap.rendered_key == ('summaries', 7)
-    found = snap.rendered([0, 1, 2, 3, 4, 99, None])
-    assert {root: bytes(view) for root, view in found.items()} == {
-        1: b'"one":{}', 4: b'"four":{}'}
-    assert list(snap.rendered([4])) == [4] and snap.rendered([3]) == {}
+    # Trees one after another in the file come as one run: tree 3 has
+    # nothing between them. Roots not here, or not rendered, are missing.
+    assert _runs(snap.rendered([0, 1, 2, 3, 4, 99])) == (
+        [(1, b'"one":{},"four":{},')], [0, 2, 3, 99])
+    assert _runs(snap.rendered([1, 3, 4])) == (
+        [(1, b'"one":{},"four":{},')], [3])
+    assert _runs(snap.rendered([4])) == ([(4, b'"four":{},')], [])
+    assert _runs(snap.rendered([3])) == ([], [3])
+    assert _runs(snap.rendered([])) == ([], [])
     # The snapshot itself reads as without them.
     assert snap.n == 5 and list(snap.troot) == [1, 3, 4]
     plain = snapshot.Snapshot(data)
-    assert plain.rendered_key is None and plain.rendered([1]) == {}
+    assert plain.rendered_key is None and plain.rendered([1]) == ([], [1])
+
+
+def test_rendered_trees_apart_in_the_file_are_runs_apart(tmp_path):
+    path, _data = _rendered_file(tmp_path, [b'1,', b'3,', b'4,'])
+    snap = snapshot.open_file(path)
+    assert _runs(snap.rendered([1, 3, 4])) == ([(1, b'1,3,4,')], [])
+    assert _runs(snap.rendered([1, 4])) == ([(1, b'1,'), (4, b'4,')], [])
+    assert _runs(snap.rendered([3, 4, 7])) == ([(3, b'3,4,')], [7])
 
 
 @pytest.mark.parametrize('cut', [1, 8, 40, 64])
