@@ -51,19 +51,28 @@ def _allocation_requests(cands, providers, want, isolate):
 
 def _sole_provider_requests(group, sole, providers, with_mappings):
     """The JSON array (bytes) of candidates that are each one provider
-    serving the one group (a flat world's): one format operation each."""
+    serving the one group (a flat world's, a host's compute node): the
+    text between one uuid and the next is the same throughout, so the
+    array is one join of the uuids, no operation per candidate."""
     dumps = orjson.dumps
-    quoted = _quoted({rp: providers[rp].uuid for rp in sole})
-    uuids = map(quoted.__getitem__, sole)
-    resources = dumps(group.amounts)
-    if with_mappings:
-        template = b''.join([
-            b'{"allocations":{%s:{"resources":', resources,
-            b'}},"mappings":{', dumps(group.suffix), b':[%s]}}'])
-        return b'[%s]' % b','.join([template % (u, u) for u in uuids])
-    template = b''.join([b'{"allocations":{%s:{"resources":', resources,
-                         b'}}}'])
-    return b'[%s]' % b','.join([template % u for u in uuids])
+    uuids = _quoted_list([providers[rp].uuid for rp in sole])
+    head = b'{"allocations":{'
+    allocation = b':{"resources":%s}}' % dumps(group.amounts)
+    if not with_mappings:
+        between = [allocation + b'},' + head]
+        tail = allocation + b'}'
+    else:
+        mapped = b',"mappings":{%s:[' % dumps(group.suffix)
+        between = [allocation + mapped, b']}},' + head]
+        tail = b']}}'
+    # Per candidate: its uuid, between[0] (and again, between[1]).
+    step = 2 * len(between)
+    pieces = [None] * (step * len(uuids))
+    for at, text in enumerate(between):
+        pieces[2 * at::step] = uuids
+        pieces[2 * at + 1::step] = [text] * len(uuids)
+    pieces[-1] = tail
+    return b''.join([b'[', head, *pieces, b']'])
 
 
 # What a uuid may hold and JSON needs no escape for: printable ASCII
