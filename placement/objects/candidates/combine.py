@@ -83,40 +83,45 @@ class _Plan:
         self.groups = sorted(
             groups, key=lambda g: (g.same_provider,
                                    order.get(g.suffix, len(order))))
-        # subtree_checks[i]: for each set complete once group i is placed,
-        # the positions of its groups.
-        placed = set()
+        # The same_subtree sets by index, each the positions of its groups
+        # (_Pair: two numbered groups, checked by their parents).
+        sets = []
+        for sub in same_subtrees:
+            positions = tuple(pos for pos, g in enumerate(self.groups)
+                              if g.suffix in sub)
+            if len(positions) == 2 and all(
+                    self.groups[pos].same_provider for pos in positions):
+                positions = _Pair(positions)
+            sets.append(positions)
+        # subtree_checks[i]: the sets complete once group i is placed, as
+        # (index, positions). open_checks[i]: those still open with two
+        # of their groups or more placed, as (index, the positions of the
+        # others), see _Search._may_complete. (The unnumbered group is
+        # placed first: only numbered ones have any.) narrows[i]: the
+        # sets but pairs group i is in, as (index, the position of the
+        # set's group placed before it, None if none), see
+        # _Search._narrow.
         self.subtree_checks = []
-        # open_checks[i]: for each set still open once group i is placed,
-        # with two of its groups or more placed: (their positions, the
-        # positions of the others), see _Search._may_complete. (The
-        # unnumbered group is placed first: only numbered ones have any.)
         self.open_checks = []
-        pending = [frozenset(s) for s in same_subtrees]
-        for g in self.groups:
-            placed.add(g.suffix)
-            done = [s for s in pending if s <= placed]
-            pending = [s for s in pending if not s <= placed]
-            self.open_checks.append([
-                (tuple(pos for pos, other in enumerate(self.groups)
-                       if other.suffix in s and other.suffix in placed),
-                 tuple(pos for pos, other in enumerate(self.groups)
-                       if other.suffix in s and other.suffix not in placed))
-                for s in pending if g.suffix in s and len(s & placed) > 1])
-            checks = []
-            for s in done:
-                positions = tuple(pos for pos, other in enumerate(self.groups)
-                                  if other.suffix in s)
-                if len(positions) == 2 and all(
-                        self.groups[pos].same_provider for pos in positions):
-                    positions = _Pair(positions)
-                checks.append(positions)
-            self.subtree_checks.append(checks)
+        self.narrows = []
+        for pos in range(len(self.groups)):
+            mine = [(k, positions) for k, positions in enumerate(sets)
+                    if pos in positions]
+            self.subtree_checks.append(
+                [(k, positions) for k, positions in mine
+                 if positions[-1] == pos])
+            self.open_checks.append(
+                [(k, tuple(p for p in positions if p > pos))
+                 for k, positions in mine
+                 if positions[-1] != pos and positions[1] <= pos])
+            self.narrows.append(
+                [(k, max((p for p in positions if p < pos), default=None))
+                 for k, positions in mine if type(positions) is not _Pair])
         # pairs[i]: the positions of the one same_subtree pair of two
         # numbered groups complete once group i is placed, when that is
         # its only check (nova's NUMA node and device), checked inline.
-        self.pairs = [checks[0] if len(checks) == 1 and
-                      type(checks[0]) is _Pair else None
+        self.pairs = [checks[0][1] if len(checks) == 1 and
+                      type(checks[0][1]) is _Pair else None
                       for checks in self.subtree_checks]
         # The usual request, one unnumbered group and no other rule: its
         # picks are its class lists' product, judged for its traits only.
@@ -160,6 +165,9 @@ class _Search:
         # The picks to try, one per group position, instead of the
         # anchor's lists (Checker).
         self.forced = None
+        # Per group position, {set index: (common ancestors, picks)} of
+        # the same_subtree sets it is in, as of its pick (_narrow).
+        self.narrowed = [{} for _ in plan.groups]
 
     # -- capacity bookkeeping ------------------------------------------
     def _fits(self, rp, resources):
@@ -239,9 +247,27 @@ class _Search:
         return (picks for picks in itertools.product(*lists)
                 if len(set(picks)) == width)
 
+    def _narrow(self, idx):
+        """For each same_subtree set (but pairs) group ``idx`` is in, now
+        that it is placed: the common ancestors of the set's picks so far
+        and those picks, from those of the set's group placed before it
+        (one intersection a pick, not one per group a check)."""
+        pick = self.picks[idx]
+        rps = (pick,) if self.groups[idx].same_provider else pick
+        narrowed = self.narrowed
+        mine = narrowed[idx]
+        for k, before in self.plan.narrows[idx]:
+            if before is None:
+                common, members = None, ()
+            else:
+                common, members = narrowed[before][k]
+            mine[k] = (rules.common_ancestors(self.plan.ancestors, rps,
+                                              common), members + rps)
+
     def _subtrees_ok(self, idx):
         picks = self.picks
-        for positions in self.plan.subtree_checks[idx]:
+        narrowed = self.narrowed[idx]
+        for k, positions in self.plan.subtree_checks[idx]:
             if type(positions) is _Pair:
                 # Two numbered groups (nova's NUMA node and device): one
                 # pick is the other's ancestor-or-self.
@@ -249,21 +275,9 @@ class _Search:
                 if not (self._above(a, b) or self._above(b, a)):
                     return False
                 continue
-            if not rules.same_subtree(self.plan.ancestors,
-                                      self._picked_at(positions)):
+            if not rules.subtree_met(*narrowed[k]):
                 return False
         return True
-
-    def _picked_at(self, positions):
-        """The providers the groups at ``positions`` picked."""
-        picks = self.picks
-        rps = set()
-        for pos in positions:
-            if self.groups[pos].same_provider:
-                rps.add(picks[pos])
-            else:
-                rps.update(picks[pos])
-        return rps
 
     def _may_complete(self, idx, anchor):
         """Whether the same_subtree sets still open once group ``idx`` is
@@ -273,10 +287,10 @@ class _Search:
         the anchor's lists of the others must hold one (a device and a
         NIC under two NUMA nodes are dropped before a NUMA node is
         tried)."""
-        for placed, rest in self.plan.open_checks[idx]:
-            rps = self._picked_at(placed)
-            common = rules.common_ancestors(self.plan.ancestors, rps)
-            if common.isdisjoint(rps) and common.isdisjoint(
+        narrowed = self.narrowed[idx]
+        for k, rest in self.plan.open_checks[idx]:
+            common, placed = narrowed[k]
+            if not rules.subtree_met(common, placed) and common.isdisjoint(
                     self._could_pick(rest, anchor)):
                 return False
         return True
@@ -338,11 +352,14 @@ class _Search:
         combos = itertools.product(*lists)
         traits = bool(group.required)
         subtrees = bool(self.plan.subtree_checks[idx])
+        narrow = bool(self.plan.narrows[idx])
         picks = self.picks
         for chosen in combos:
             if traits and not self._unnumbered_traits_ok(group, chosen):
                 continue
             picks[idx] = chosen
+            if narrow:
+                self._narrow(idx)
             if subtrees and not self._subtrees_ok(idx):
                 continue
             if idx == self.last:
@@ -406,6 +423,7 @@ class _Search:
         amounts = group.amounts
         subtree_check = bool(self.plan.subtree_checks[idx])
         open_check = bool(self.plan.open_checks[idx])
+        narrow = bool(self.plan.narrows[idx])
         pair = self.plan.pairs[idx]
         if pair is not None:
             picks = self.picks
@@ -434,6 +452,8 @@ class _Search:
             elif not self._fits(rp, resources):
                 continue
             self.picks[idx] = rp
+            if narrow:
+                self._narrow(idx)
             if pair is not None:
                 a, b = picks[pair[0]], picks[pair[1]]
                 if not (above(a, b) or above(b, a)):
@@ -485,6 +505,8 @@ class _Search:
             if not self._unnumbered_traits_ok(group, chosen):
                 return
             self.picks[idx] = tuple(chosen)
+            if self.plan.narrows[idx]:
+                self._narrow(idx)
             if self.plan.subtree_checks[idx] and not self._subtrees_ok(idx):
                 return
             if idx == self.last:

@@ -227,13 +227,20 @@ def same_subtree(ancestors, rp_ids):
     rp_ids = set(rp_ids)
     if len(rp_ids) <= 1:
         return True
-    return not common_ancestors(ancestors, rp_ids).isdisjoint(rp_ids)
+    return subtree_met(common_ancestors(ancestors, rp_ids), rp_ids)
 
 
-def common_ancestors(ancestors, rp_ids):
+def subtree_met(common, rp_ids):
+    """same_subtree of ``rp_ids`` given ``common``, their common
+    ancestors (common_ancestors): one of them is one. (The combiner
+    keeps ``common`` as it places a set's groups one by one.)"""
+    return not common.isdisjoint(rp_ids)
+
+
+def common_ancestors(ancestors, rp_ids, common=None):
     """The providers that are an ancestor-or-self of each of ``rp_ids``
-    (``ancestors`` as same_subtree's)."""
-    common = None
+    (``ancestors`` as same_subtree's), and in ``common`` when given:
+    the common ancestors of other providers."""
     for rp in rp_ids:
         anc = ancestors[rp]
         common = anc if common is None else common & anc

@@ -178,13 +178,13 @@ def test_same_subtree_of_three_groups_drops_a_branch_early(monkeypatch):
               G('_NIC', [('VF', 1)], {1: [200, 201, 210, 211]}),
               G('_NUMA', [], {1: [10, 11]})]
     complete = []
-    real = rules.same_subtree
+    real = cb._Search._subtrees_ok
 
-    def counting(ancestors, rp_ids):
-        complete.append(rp_ids)
-        return real(ancestors, rp_ids)
+    def counting(search, idx):
+        complete.append(tuple(search.picks))
+        return real(search, idx)
 
-    monkeypatch.setattr(rules, 'same_subtree', counting)
+    monkeypatch.setattr(cb._Search, '_subtrees_ok', counting)
     sub = run(provs, groups, same_subtrees=[{'_GPU', '_NIC', '_NUMA'}])
     assert sorted(c.picks for c in sub) == [
         (gpu, nic, numa) for numa in (10, 11)
