@@ -58,7 +58,6 @@ from placement.objects.candidates import model
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
 from placement.objects.candidates import sample
-from placement.objects.candidates import world as world_mod
 from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -115,7 +114,6 @@ class _Request:
         self.sharing = self._sharing_providers()
         self._sharing_rows = {}
         self.debug = names.LOG.isEnabledFor(logging.DEBUG)
-        self._models = None             # see providers()
         self.groups = self._resolve(conn, groups)
 
     def _sharing_providers(self):
@@ -375,11 +373,9 @@ class _Request:
     def providers(self, roots=(), rp_ids=()):
         """{id: model.Provider} for the combiner: the SQL engine's reads
         the trees under ``roots`` and of ``rp_ids``; the world's holds
-        every provider, made as the combiner looks at them (one for the
-        whole search)."""
-        if self._models is None:
-            self._models = world_mod.ProviderModels(self.rps)
-        return self._models
+        every provider, made as the combiner looks at them and kept
+        until they change (world.ProviderModels)."""
+        return self.world.models
 
     # -- which roots may anchor a candidate -----------------------------------
 

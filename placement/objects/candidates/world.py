@@ -190,17 +190,19 @@ def _provider(id, uuid, parent, root, kind):
 
 
 class ProviderModels(dict):
-    """id -> model.Provider, what the combiner reads, made on first use
-    from ``World.rps`` (only the providers it looks at) and kept for the
-    rest of one search: a dict, so that the combiner's lookups of the
+    """id -> model.Provider of ``world``'s providers, what the combiner
+    reads and answers are made of: made on first use (its record's, or
+    from the snapshot's columns: a random sample's are new ones each
+    time) and kept until the provider changes (World._drop), request
+    after request. A dict, so that the combiner's lookups of the
     providers it holds cost what a dict's do."""
 
-    def __init__(self, rps):
+    def __init__(self, world):
         super().__init__()
-        self.rps = rps
+        self.world = world
 
     def __missing__(self, rid):
-        prov = self[rid] = self.rps[rid].prov
+        prov = self[rid] = self.world._model(rid)
         return prov
 
     def get(self, rid, default=None):
@@ -413,8 +415,8 @@ class World:
         self.epoch = epoch
         if len(self._cache) > _CACHE:
             self._cache = {}
-        if len(self._provs) > _CACHE:
-            self._provs = {}
+        if len(self.models) > _CACHE:
+            self.models = ProviderModels(self)
         if len(self._edited_roots) > _CACHE:
             # roots_with_each's lists are made again when next asked.
             self._each = {}
@@ -682,7 +684,7 @@ class World:
         self._tree_ov = {}              # root -> ids, trees changed
         self._uuid_ov = {}              # uuid -> id, providers changed
         self._cache = {}                # id -> Rec made from the base
-        self._provs = {}                # id -> model.Provider, the same
+        self.models = ProviderModels(self)  # id -> model.Provider
         self._made_trees = {}           # root -> model.Tree, see tree()
         self._made_trees_size = 0       # providers in them (about)
         self._layouts = {}              # root -> model.Layout, see tree()
@@ -736,24 +738,18 @@ class World:
         self._parts.append(kind.part)
         return k
 
-    def _provider(self, rid):
-        """The model.Provider of provider ``rid``: its record's when it
-        has one, else made from the snapshot's columns and kept with no
-        record (an answer's picks: a random sample's are new ones each
-        time)."""
-        prov = self._provs.get(rid)
-        if prov is not None:
-            return prov
+    def _model(self, rid):
+        """The model.Provider of provider ``rid`` (see ProviderModels):
+        its record's when it has one, else made from the snapshot's
+        columns without one."""
         if rid in self.changed or rid in self._cache:
             return self.rps[rid].prov
         base = self.base
         pos = base.pos_of(rid)
         if pos is None:
             raise KeyError(rid)
-        prov = self._provs[rid] = _provider(
-            rid, base.uuid_at(pos), base.parent[pos] or None, base.root[pos],
-            self.kinds[base.kind[pos]])
-        return prov
+        return _provider(rid, base.uuid_at(pos), base.parent[pos] or None,
+                         base.root[pos], self.kinds[base.kind[pos]])
 
     def _make(self, pos):
         """The Rec of the snapshot's provider at ``pos``, kept a while."""
@@ -802,7 +798,7 @@ class World:
         if self._uuid_ov.get(rec.uuid) == rp_id:
             del self._uuid_ov[rec.uuid]
         self._cache.pop(rp_id, None)
-        self._provs.pop(rp_id, None)
+        self.models.pop(rp_id, None)
         self.count -= 1
         tree = self._tree_to_edit(rec.root)
         tree.remove(rp_id)
@@ -1113,8 +1109,8 @@ class World:
         unchanged since the snapshot come rendered (``rendered``: runs of
         them, see Snapshot.rendered) when the snapshot's file holds that
         rendering, not as Trees."""
-        provs = {rid: self._provider(rid)
-                 for rid in model.picked_providers(cands)}
+        models = self.models
+        provs = {rid: models[rid] for rid in model.picked_providers(cands)}
         roots = {provs[rid].root_id
                  for rid in model.allocated_providers(cands)}
         runs = ()
