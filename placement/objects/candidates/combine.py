@@ -627,9 +627,26 @@ def _roundrobin(generators):
         active = still
 
 
+def _kept(search, searches, anchor):
+    """``search.run(anchor)``, as ``searches`` (world.World.searches)
+    kept it when it has, else kept there once run to its end."""
+    picks = searches.get(anchor)
+    if picks is not None:
+        return picks
+    return _keeping(search.run(anchor), searches, anchor)
+
+
+def _keeping(run, searches, anchor):
+    got = []
+    for picks in run:
+        got.append(picks)
+        yield picks
+    searches.put(anchor, got)
+
+
 def combine(providers, groups, isolate=False, same_subtrees=(),
             one_provider_per_tree=False, strategy='depth-first',
-            anchors=None, seen=None, shared_ids=None):
+            anchors=None, seen=None, shared_ids=None, searches=None):
     """Yield Candidates, one per distinct allocation request.
 
     :param providers: {id: Provider} for every provider a group may use.
@@ -645,6 +662,9 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
     :param shared_ids: ids of providers usable under several anchors
         (sharing providers) when the caller combines in several batches;
         default: worked out from ``groups``.
+    :param searches: depth-first, where the picks under an anchor are
+        kept between requests (world.World.searches): only when they
+        depend on the anchor's tree alone (no sharing provider).
     """
     if not groups:
         return
@@ -675,7 +695,9 @@ def combine(providers, groups, isolate=False, same_subtrees=(),
     else:
         # Anchor after anchor: one search serves them all.
         search = _Search(plan)
-        stream = itertools.chain.from_iterable(map(search.run, anchors))
+        run = search.run if searches is None else functools.partial(
+            _kept, search, searches)
+        stream = itertools.chain.from_iterable(map(run, anchors))
     if not multi:
         # No candidate can come out twice: made at C speed.
         make = functools.partial(model.Candidate, search_groups)

@@ -377,6 +377,31 @@ class _Request:
         until they change (world.ProviderModels)."""
         return self.world.models
 
+    def searches(self, nested_aware):
+        """world.World.searches for this request: what the combiner found
+        under an anchor, kept until its tree changes. The key names all a
+        search under one anchor reads of the request: the groups as
+        resolved, group_policy, same_subtree, and whether one provider
+        per tree is asked for (old microversions, when trees exist).
+        None when a sharing provider can serve a group: an anchor's lists
+        then hold providers of other trees, whose changes do not touch
+        its tree."""
+        if self.sharing and any(map(self._sharing_rows_for, self.groups)):
+            return None
+        wide = self.wide
+        groups = tuple(
+            (g.suffix, g.numbered, tuple(g.resources), tuple(g.amounts),
+             tuple(map(frozenset, g.required)), frozenset(g.forbidden),
+             tuple(map(frozenset, g.member_of)),
+             frozenset(g.forbidden_aggs), g.tree_root,
+             tuple(map(frozenset, g.rg.required)),
+             frozenset(g.rg.forbidden))
+            for g in self.groups)
+        return self.world.searches((
+            groups, wide.group_policy,
+            tuple(map(frozenset, wide.same_subtrees)),
+            not nested_aware and self.trees))
+
     # -- which roots may anchor a candidate -----------------------------------
 
     @functools.cached_property
@@ -614,6 +639,7 @@ def _walk(req, roots, cap, wide, nested_aware, strategy):
     providers = req.providers()
     seen = set()
     sole = req.sole_group
+    searches = req.searches(nested_aware)
     for batch in batches:
         gen = _sole(req, sole, batch) if sole is not None else None
         if gen is None:
@@ -629,7 +655,7 @@ def _walk(req, roots, cap, wide, nested_aware, strategy):
                 same_subtrees=wide.same_subtrees,
                 one_provider_per_tree=not nested_aware and has_trees,
                 strategy=strategy, anchors=anchors, seen=seen,
-                shared_ids=req.sharing)
+                shared_ids=req.sharing, searches=searches)
         if cap is None:
             found.extend(gen)
             continue

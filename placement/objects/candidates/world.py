@@ -114,6 +114,10 @@ def _overlay_limit(n):
 
 # Providers made from the snapshot kept between requests, at most.
 _CACHE = 100000
+# Picks of trees' searches kept between requests (World.searches), at
+# most; a tree's with more picks are not kept.
+_SEARCHED = 200000
+_SEARCHED_PER_TREE = 1024
 # Groups' amounts whose fits per kind are kept (see World.fits).
 _FIT_MEMOS = 256
 # Sets of classes whose marks over the snapshot are kept (World._marks).
@@ -210,6 +214,28 @@ class ProviderModels(dict):
             return self[rid]
         except KeyError:
             return default
+
+
+class _Searches:
+    """World.searches: get(root) -> the picks kept (a tuple), None if
+    none; put(root, picks) once a search under ``root`` is done."""
+
+    __slots__ = ('world', 'request')
+
+    def __init__(self, world, request):
+        self.world = world
+        self.request = request
+
+    def get(self, root):
+        mine = self.world._searched.get(root)
+        return None if mine is None else mine.get(self.request)
+
+    def put(self, root, picks):
+        if len(picks) > _SEARCHED_PER_TREE:
+            return
+        world = self.world
+        world._searched.setdefault(root, {})[self.request] = tuple(picks)
+        world._searched_size += len(picks) + 1
 
 
 class Providers(collections.abc.Mapping):
@@ -424,6 +450,9 @@ class World:
         if self._made_trees_size > _CACHE:
             self._made_trees = {}
             self._made_trees_size = 0
+        if self._searched_size > _SEARCHED:
+            self._searched = {}
+            self._searched_size = 0
         REFRESH_SECONDS.inc(time.perf_counter() - start)
 
     def _catch_up(self, ctx, conn, current):
@@ -687,6 +716,8 @@ class World:
         self.models = ProviderModels(self)  # id -> model.Provider
         self._made_trees = {}           # root -> model.Tree, see tree()
         self._made_trees_size = 0       # providers in them (about)
+        self._searched = {}             # root -> {request: picks}
+        self._searched_size = 0         # picks in them (about)
         self._layouts = {}              # root -> model.Layout, see tree()
         self._shapes = [                # the base's tree shapes
             model.Layout.of(parents, root, len(parents))
@@ -813,6 +844,7 @@ class World:
         self.tree_traits.pop(rec.root, None)
         self._ov_runs.pop(rec.root, None)
         self._made_trees.pop(rec.root, None)
+        self._searched.pop(rec.root, None)
         self._layouts.pop(rec.root, None)
         if self._per_tree is not None:
             self._per_tree.touch(rec.root)
@@ -1125,6 +1157,14 @@ class World:
         return model.Providers(provs, {root: self.tree(root)
                                        for root in roots},
                                rendered=runs)
+
+    def searches(self, request):
+        """The searches of trees for ``request`` (a key naming all a
+        search under one anchor reads of a request, see search.py): the
+        combiner's picks under a root, kept until the tree changes
+        (_edited) -- a thousand anchors of nova's NUMA-aware requests,
+        request after request, most trees unchanged since."""
+        return _Searches(self, request)
 
     def tree(self, root):
         """The model.Tree of the tree under ``root``, kept until the tree

@@ -330,6 +330,7 @@ class Check:
         self.history = collections.deque(maxlen=tail)
         self.snap = None
         self.since_reload = []
+        self.asked = None       # the last query checked: (path, version)
 
     def snapshot(self):
         with self.cluster.engine.connect() as conn:
@@ -412,8 +413,9 @@ class Check:
         answers = [queries.normalize(a) for a in answers]
         return answers[0], list(zip(self.cluster.worlds, answers[1:]))
 
-    def check(self, snap, step, focus=None):
-        path, version = queries.random_query(self.rnd, snap, focus)
+    def check(self, snap, step, focus=None, query=None):
+        path, version = query or queries.random_query(self.rnd, snap, focus)
+        self.asked = path, version
         expected, worlds = self.ask_all(path, version)
         status = expected['status']
         self.result.queries[status] += 1
@@ -458,7 +460,8 @@ class Check:
         return '\n'.join(lines)
 
     def step(self, step):
-        """One write, then one query in every process; the snapshot
+        """One write, then one query in every process (every other step,
+        the last step's query first, then a new one); the snapshot
         taken after the write serves the query and the next write."""
         if self.snap is None:
             self.snap = self.snapshot()
@@ -468,10 +471,17 @@ class Check:
             self.cluster.manage('reload')
             self.ask_all('/allocation_candidates?resources=VCPU:1', '1.39')
             self.since_reload = []
+        before = self.asked
         w = self.write(self.snap)
         focus = queries.focus_of(w, self.snap)
         self.result.steps += 1
         self.snap = self.snapshot()
+        if before is not None and step % 2:
+            # The last step's query again: what a world keeps per query
+            # (a tree's search) must follow the write too.
+            wrong = self.check(self.snap, step, query=before)
+            if wrong:
+                return wrong
         return self.check(self.snap, step, focus)
 
 

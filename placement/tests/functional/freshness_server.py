@@ -33,6 +33,9 @@ file in DIR whatever the world's size, and make a new one after
 check of a few thousand steps maps, catches up from and switches
 snapshots many times).
 
+Every search a world kept for later requests (World.searches) is run
+again when read, and a stale one answers 500 (_verify_kept).
+
 Each answer also says which engine answered a candidates request
 ("engine": "world" or "sql"): a world process that answered with SQL
 was not checked at all.
@@ -64,6 +67,26 @@ def _share(directory):
     world.SHARED_DIR = directory
     world.SHARE_FROM = 0
     world._OVERLAY = _SHARED_OVERLAY
+
+
+def _verify_kept():
+    """Every search a world kept (World.searches) is run again when it is
+    read, and one that differs answers 500: a write that forgets to drop
+    it fails the check at its next use, whether or not the answer would
+    show it."""
+    from placement.objects.candidates import combine
+    real = combine._kept
+
+    def kept(search, searches, anchor):
+        picks = searches.get(anchor)
+        if picks is not None:
+            now = tuple(search.run(anchor))
+            if now != picks:
+                raise AssertionError('the search kept under %s is stale: '
+                                     '%r, now %r' % (anchor, picks, now))
+        return real(search, searches, anchor)
+
+    combine._kept = kept
 
 
 _ENGINE = {'used': None}
@@ -140,6 +163,7 @@ def main():
     if '--trust-triggers' in sys.argv[2:]:
         _trust_triggers()
     _track_engines()
+    _verify_kept()
     app = _app(url, use_world=not sql)
     if '--share' in sys.argv[2:]:
         _share(sys.argv[sys.argv.index('--share') + 1])

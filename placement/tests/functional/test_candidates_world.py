@@ -685,3 +685,90 @@ def test_each_group_is_logged_at_debug(use_world, monkeypatch, caplog):
                for line in lines), lines
     assert any(line.startswith("3 providers under 3 trees matched group "
                                "'1'") for line in lines), lines
+
+
+def test_a_tree_searched_is_searched_again_once_it_changes(monkeypatch):
+    """What the combiner finds under an anchor is kept per request
+    (World.searches) until the anchor's tree changes: asked again, only
+    the trees written since are searched, and the answer is the SQL
+    engine's. A request with sharing providers keeps none."""
+    from placement.objects.candidates import combine
+    searched = []
+    real = combine._Search.run
+
+    def run(self, anchor):
+        searched.append(anchor)
+        return real(self, anchor)
+
+    monkeypatch.setattr(combine._Search, 'run', run)
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        _call(app, 'PUT', '/traits/CUSTOM_NUMA')
+        hosts = {}
+        for host in ('a', 'b'):
+            root = cloud.provider(host)
+            cloud.inventory(root, VCPU=4)
+            for n in (0, 1):
+                numa = cloud.provider('%s-numa%d' % (host, n), parent=root)
+                cloud.traits(numa, 'CUSTOM_NUMA')
+                gpu = cloud.provider('%s-gpu%d' % (host, n), parent=numa)
+                cloud.inventory(gpu, VGPU=1)
+                nic = cloud.provider('%s-nic%d' % (host, n), parent=numa)
+                cloud.inventory(nic, SRIOV_NET_VF=2)
+                hosts[host, n] = numa, gpu, nic
+            hosts[host] = root
+        with engine.connect() as conn:
+            the_world = world_mod.for_connection(conn)
+        query = ('resources=VCPU:1&resources_GPU=VGPU:1'
+                 '&resources_NIC=SRIOV_NET_VF:1&required_NUMA=CUSTOM_NUMA'
+                 '&same_subtree=_GPU,_NIC,_NUMA&group_policy=none')
+
+        def searched_for(q=query):
+            """The hosts searched for ``q``, its answer the SQL one's."""
+            path = '/allocation_candidates?' + q
+            del searched[:]
+            got = twr.get(app, path, LATEST)
+            mine = list(searched)
+            assert got == _sql(monkeypatch, app, path, LATEST)
+            names = {the_world.by_uuid[hosts[h]]: h for h in ('a', 'b')}
+            return sorted(names[root] for root in mine), len(
+                got[1]['allocation_requests'])
+
+        assert searched_for() == (['a', 'b'], 4)
+        assert searched_for() == ([], 4)                # kept
+        # Each write searches its tree again, and only it.
+        numa, gpu, nic = hosts['a', 0]
+        cloud.consumers = {gpu: str(uuidlib.uuid4())}
+        cloud.allocate(cloud.consumers[gpu], gpu, VGPU=1)   # allocation
+        assert searched_for() == (['a'], 3)
+        assert searched_for() == ([], 3)
+        numa, gpu, nic = hosts['b', 1]
+        cloud.traits(numa)                                  # trait gone
+        assert searched_for() == (['b'], 2)
+        numa, gpu, nic = hosts['a', 1]
+        cloud.inventory(nic, SRIOV_NET_VF=1)                # inventory
+        assert searched_for() == (['a'], 2)
+        _call(app, 'DELETE', '/resource_providers/%s/inventories' % gpu)
+        _call(app, 'DELETE', '/resource_providers/' + gpu)  # provider
+        # Host a has no GPU free now: no anchor, nothing searched.
+        assert searched_for() == ([], 1)
+        numa, gpu, nic = hosts['a', 0]
+        _call(app, 'DELETE', '/allocations/' + cloud.consumers[gpu])
+        assert searched_for() == (['a'], 2)
+        # A limit reads what is kept; another request searches for itself.
+        assert searched_for(query + '&limit=1') == ([], 1)
+        assert searched_for(query.replace('VCPU:1', 'VCPU:2')) == (
+            ['a', 'b'], 2)
+        # A sharing provider: kept as long as it serves no group, then
+        # every search runs.
+        shared = cloud.provider('shared')
+        cloud.inventory(shared, DISK_GB=100)
+        cloud.refresh_gen(shared)
+        _call(app, 'PUT', '/resource_providers/%s/traits' % shared, {
+            'resource_provider_generation': cloud.gen[shared],
+            'traits': ['MISC_SHARES_VIA_AGGREGATE']})
+        assert searched_for() == ([], 2)
+        cloud.inventory(shared, DISK_GB=100, VCPU=8)
+        assert searched_for() == (['a', 'b'], 2)
+        assert searched_for() == (['a', 'b'], 2)
