@@ -460,7 +460,7 @@ class Check:
         return '\n'.join(lines)
 
     def step(self, step):
-        """One write, then one query in every process (every other step,
+        """One write, then one query in every process (every fourth step,
         the last step's query first, then a new one); the snapshot
         taken after the write serves the query and the next write."""
         if self.snap is None:
@@ -476,7 +476,7 @@ class Check:
         focus = queries.focus_of(w, self.snap)
         self.result.steps += 1
         self.snap = self.snapshot()
-        if before is not None and step % 2:
+        if before is not None and step % 4 == 1:
             # The last step's query again: what a world keeps per query
             # (a tree's search) must follow the write too.
             wrong = self.check(self.snap, step, query=before)
