@@ -381,8 +381,10 @@ class _Request:
         """world.World.searches for this request: what the combiner found
         under an anchor, kept until its tree changes. The key names all a
         search under one anchor reads of the request: the groups as
-        resolved, group_policy, same_subtree, and whether one provider
-        per tree is asked for (old microversions, when trees exist).
+        resolved, group_policy, same_subtree, whether one provider per
+        tree is asked for (old microversions, when trees exist), and
+        whether the world has sharing providers (passes: where the
+        unnumbered group's traits may come from).
         None when a sharing provider can serve a group: an anchor's lists
         then hold providers of other trees, whose changes do not touch
         its tree."""
@@ -400,7 +402,7 @@ class _Request:
         return self.world.searches((
             groups, wide.group_policy,
             tuple(map(frozenset, wide.same_subtrees)),
-            not nested_aware and self.trees))
+            not nested_aware and self.trees, bool(self.sharing)))
 
     # -- which roots may anchor a candidate -----------------------------------
 

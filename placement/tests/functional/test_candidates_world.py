@@ -760,6 +760,10 @@ def test_a_tree_searched_is_searched_again_once_it_changes(monkeypatch):
         assert searched_for(query + '&limit=1') == ([], 1)
         assert searched_for(query.replace('VCPU:1', 'VCPU:2')) == (
             ['a', 'b'], 2)
+        # The unnumbered group's traits from the tree (no sharing
+        # provider in the world) or from the providers picked (some).
+        tree_traits = query + '&required=CUSTOM_NUMA'
+        assert searched_for(tree_traits)[0] == ['a', 'b']
         # A sharing provider: kept as long as it serves no group, then
         # every search runs.
         shared = cloud.provider('shared')
@@ -768,7 +772,9 @@ def test_a_tree_searched_is_searched_again_once_it_changes(monkeypatch):
         _call(app, 'PUT', '/resource_providers/%s/traits' % shared, {
             'resource_provider_generation': cloud.gen[shared],
             'traits': ['MISC_SHARES_VIA_AGGREGATE']})
+        assert searched_for() == (['a', 'b'], 2)
         assert searched_for() == ([], 2)
+        searched_for(tree_traits)
         cloud.inventory(shared, DISK_GB=100, VCPU=8)
         assert searched_for() == (['a', 'b'], 2)
         assert searched_for() == (['a', 'b'], 2)
