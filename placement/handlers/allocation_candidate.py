@@ -302,16 +302,18 @@ def _provider_summaries(cands, providers, shown, whole_trees):
     rendered already come as runs (``providers.rendered``, see
     _NODE_SHAPE), each copied as it is but for its last comma.
     """
-    used = model.allocated_providers(cands)
     shape, nested = key = shown
     parts = model.OnFirstUse(lambda part: _part(part, shape))
     if whole_trees:
         # (first root, its entries), each run or tree.
         entries = [(first, run[:-1]) for first, run in providers.rendered]
         by_table = {}
+        # The world's answer names the trees it did not render; the SQL
+        # engine's, none: those of the providers allocated from.
         roots = providers.trees
         if roots is None:
-            roots = {providers[rp].root_id for rp in used}
+            roots = {providers[rp].root_id
+                     for rp in model.allocated_providers(cands)}
         for root in roots:
             tree = providers.tree(root)
             cached = tree.summary
@@ -322,7 +324,8 @@ def _provider_summaries(cands, providers, shown, whole_trees):
         entries.sort(key=_FIRST)
         entries = [entry for _, entry in entries]
     else:
-        provs = [providers[rp] for rp in sorted(used)]
+        provs = [providers[rp]
+                 for rp in sorted(model.allocated_providers(cands))]
         entries = [b'%s:{%s}' % (quoted, parts[prov])
                    for prov, quoted in zip(provs, _quoted_list(
                        [p.uuid for p in provs]))]

@@ -126,7 +126,7 @@ class Snapshot:
         another make one (see the handler's _render_whole_trees)."""
         if self.rendered_key is None or not roots:
             return [], list(roots)
-        at = [self.tree_at.get(root) for root in roots]
+        at = list(map(self.tree_at.get, roots))
         if None not in at and at[-1] - at[0] == len(at) - 1:
             # Trees one after another: one run, unless some are missing.
             ends = self._blob_ends[at[0]:at[-1] + 2].tolist()
