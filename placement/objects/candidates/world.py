@@ -650,45 +650,17 @@ class World:
         return snapshot.build(*self._read(conn, None), epoch, current)
 
     def _read(self, conn, ids):
-        """Rows of providers ``ids`` (all of them if None)."""
-        def chunks():
-            if ids is None:
-                yield None
-                return
-            ordered = sorted(ids)
-            for i in range(0, len(ordered), _CHUNK):
-                yield ordered[i:i + _CHUNK]
-
-        def rows(stmt):
-            if ids is None:
-                return _all_rows(conn, stmt)
-            return conn.execute(stmt).all()
-
-        rps, invs, usage, traits, aggs = [], [], [], [], []
-        for chunk in chunks():
-            def only(col):
-                return [] if chunk is None else [col.in_(chunk)]
-            rps += rows(sa.select(
-                _RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
-                _RP.c.root_provider_id).where(*only(_RP.c.id)))
-            invs += rows(sa.select(
-                _INV.c.resource_provider_id, _INV.c.resource_class_id,
-                _INV.c.total, _INV.c.reserved, _INV.c.allocation_ratio,
-                _INV.c.min_unit, _INV.c.max_unit, _INV.c.step_size).where(
-                *only(_INV.c.resource_provider_id)))
-            usage += rows(sa.select(
-                _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id,
-                sa.func.sum(_ALLOC.c.used)).where(
-                *only(_ALLOC.c.resource_provider_id)).group_by(
-                _ALLOC.c.resource_provider_id,
-                _ALLOC.c.resource_class_id))
-            traits += rows(sa.select(
-                _RPT.c.resource_provider_id, _RPT.c.trait_id).where(
-                *only(_RPT.c.resource_provider_id)))
-            aggs += rows(sa.select(
-                _RPA.c.resource_provider_id, _RPA.c.aggregate_id).where(
-                *only(_RPA.c.resource_provider_id)))
-        return rps, invs, usage, traits, aggs
+        """Rows of providers ``ids`` (all of them if None): (providers,
+        inventories, usage, traits, aggregates), as _READS reads them."""
+        if ids is None:
+            return tuple(_all_rows(conn, stmt) for stmt, _col in _READS)
+        out = tuple([] for _ in _READS)
+        ordered = sorted(ids)
+        for i in range(0, len(ordered), _CHUNK):
+            chunk = {'ids': ordered[i:i + _CHUNK]}
+            for rows, (stmt, col) in zip(out, _READS):
+                rows += conn.execute(stmt.where(col.in_(_IDS)), chunk).all()
+        return out
 
     def _use(self, ctx, snap):
         """Make ``snap`` the base, nothing changed since: a full load."""
@@ -1250,6 +1222,29 @@ class World:
         """The uuid of provider ``rid`` (encoded), None if there is none."""
         rec = self.rps.get(rid)
         return rec.uuid.encode() if rec is not None else None
+
+
+# What World._read reads, and the column naming each row's provider.
+_READS = (
+    (sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
+               _RP.c.root_provider_id), _RP.c.id),
+    (sa.select(_INV.c.resource_provider_id, _INV.c.resource_class_id,
+               _INV.c.total, _INV.c.reserved, _INV.c.allocation_ratio,
+               _INV.c.min_unit, _INV.c.max_unit, _INV.c.step_size),
+     _INV.c.resource_provider_id),
+    (sa.select(_ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id,
+               sa.func.sum(_ALLOC.c.used)).group_by(
+        _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id),
+     _ALLOC.c.resource_provider_id),
+    (sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id),
+     _RPT.c.resource_provider_id),
+    (sa.select(_RPA.c.resource_provider_id, _RPA.c.aggregate_id),
+     _RPA.c.resource_provider_id),
+)
+# A chunk's ids, written into the statement as numbers: a catch-up reads
+# ten thousand providers in 20 chunks, and as 500 bound parameters each
+# the client spends twice as long on them as the database on the rows.
+_IDS = sa.bindparam('ids', expanding=True, literal_execute=True)
 
 
 def _all_rows(conn, stmt):
