@@ -151,6 +151,8 @@ REFRESH_SECONDS = prometheus_client.Counter(
     'Time spent bringing the in-memory world up to date.')
 
 _BASE = object()
+# Keys of World._alike beside inventory rows.
+_TRAITS, _AGGS = 'traits', 'aggregates'
 # Snapshot files this process could not write (warned once each).
 _UNSHARED = set()
 
@@ -681,6 +683,7 @@ class World:
         self.kinds = []                 # Kind by index, the base's first
         self._parts = []                # their model.Part, by index
         self._kind_index = {}           # raw kind -> index
+        self._alike = {}                # what kinds share, see _kind()
         self.changed = {}               # id -> Rec, None if gone
         self._tree_ov = {}              # root -> ids, trees changed
         self._uuid_ov = {}              # uuid -> id, providers changed
@@ -716,30 +719,48 @@ class World:
 
     def _kind(self, raw, names):
         """The index of kind ``raw`` (see snapshot.Snapshot.kinds), made
-        on first sight."""
+        on first sight. What kinds share is made once (``_alike``): a
+        million providers' 14,000 kinds have 43,000 inventories but 135
+        distinct ones, and a handful of sets of traits and aggregates (a
+        node's process starts 0.3 s sooner)."""
         k = self._kind_index.get(raw)
         if k is not None:
             return k
-        rc_names, trait_names = names
         inv_rows, tids, aids = raw
+        alike = self._alike
         kind = Kind()
         kind.inv, kind.prov_inv = {}, {}
-        for rc, total, reserved, ratio, min_unit, max_unit, step, n in \
-                inv_rows:
-            kind.inv[rc] = rules.inventory(
-                total, reserved, ratio, min_unit, max_unit, step, n,
-                single_precision=self._mysql)
-            kind.prov_inv[rc_names[rc]] = rules.room(
-                int((total - reserved) * ratio), n, max_unit)
-        kind.traits = frozenset(tids)
-        kind.aggs = frozenset(aids)
-        # In trait id order: see model.Traits.
-        kind.names = model.Traits([trait_names[t] for t in tids])
+        for row in inv_rows:
+            made = alike.get(row)
+            if made is None:
+                made = alike[row] = self._inventory(row, names[0])
+            rc, inv, name, room = made
+            kind.inv[rc] = inv
+            kind.prov_inv[name] = room
+        made = alike.get((_TRAITS, tids))
+        if made is None:
+            # In trait id order: see model.Traits.
+            made = alike[_TRAITS, tids] = (frozenset(tids), model.Traits(
+                [names[1][t] for t in tids]))
+        kind.traits, kind.names = made
+        kind.aggs = alike.get((_AGGS, aids))
+        if kind.aggs is None:
+            kind.aggs = alike[_AGGS, aids] = frozenset(aids)
         kind.part = model.Part(kind.prov_inv, kind.names)
         k = self._kind_index[raw] = len(self.kinds)
         self.kinds.append(kind)
         self._parts.append(kind.part)
         return k
+
+    def _inventory(self, row, rc_names):
+        """(class id, rules.Inventory, class name, rules.Room) of an
+        inventory row of a raw kind."""
+        rc, total, reserved, ratio, min_unit, max_unit, step, n = row
+        return (rc, rules.inventory(total, reserved, ratio, min_unit,
+                                    max_unit, step, n,
+                                    single_precision=self._mysql),
+                rc_names[rc],
+                rules.room(int((total - reserved) * ratio), n, max_unit))
 
     def _model(self, rid):
         """The model.Provider of provider ``rid`` (see ProviderModels):
