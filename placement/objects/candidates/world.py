@@ -169,12 +169,13 @@ class Kind:
 
 class Rec:
     """One provider as the search reads it: its ids, its kind's ``inv``,
-    ``traits`` and ``aggs`` (and ``kind``, the kind's index), and
-    ``prov``, the model.Provider handed to the combiner and the summaries.
-    Never changed once made: a refresh replaces it."""
+    ``traits`` and ``aggs`` (and ``kind``, the kind's index). Never
+    changed once made: a refresh replaces it. (Its model.Provider, what
+    the combiner and the summaries read, is made when asked: World.models;
+    most records are made to be judged, or dropped by a catch-up.)"""
 
     __slots__ = ('id', 'uuid', 'parent', 'root', 'inv', 'traits', 'aggs',
-                 'prov', 'kind')
+                 'kind')
 
     def __init__(self, id, uuid, parent, root, kind, k):
         self.id = id
@@ -185,12 +186,10 @@ class Rec:
         self.inv = kind.inv
         self.traits = kind.traits
         self.aggs = kind.aggs
-        self.prov = _provider(id, uuid, parent, root, kind)
 
 
 def _provider(id, uuid, parent, root, kind):
-    """The model.Provider of a provider of ``kind`` (a Kind): a Rec's, or
-    one made without a Rec (World._provider)."""
+    """The model.Provider of a provider of ``kind`` (a Kind)."""
     return model.Provider(id, uuid, parent, root, traits=kind.names,
                           inventory=kind.prov_inv)
 
@@ -767,7 +766,9 @@ class World:
         its record's when it has one, else made from the snapshot's
         columns without one."""
         if rid in self.changed or rid in self._cache:
-            return self.rps[rid].prov
+            rec = self.rps[rid]
+            return _provider(rid, rec.uuid, rec.parent, rec.root,
+                             self.kinds[rec.kind])
         base = self.base
         pos = base.pos_of(rid)
         if pos is None:

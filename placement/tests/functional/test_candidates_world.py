@@ -379,10 +379,10 @@ def test_another_process_sees_writes(ctx):
         cloud.inventory(a, VCPU=4)
         other = _second_process(engine, ctx)
         rid = other.by_uuid[a]
-        assert other.rps[rid].prov.inventory['VCPU'][:3] == (4, 0, 2147483647)
+        assert other.models[rid].inventory['VCPU'][:3] == (4, 0, 2147483647)
         cloud.allocate(str(uuidlib.uuid4()), a, VCPU=3)
         _refresh(other, engine, ctx)
-        assert other.rps[rid].prov.inventory['VCPU'][:3] == (4, 3, 2147483647)
+        assert other.models[rid].inventory['VCPU'][:3] == (4, 3, 2147483647)
         assert other.loads == 1
         b = cloud.provider('b')
         _refresh(other, engine, ctx)
@@ -404,11 +404,11 @@ def test_a_consumer_moved_to_another_provider_frees_the_first(ctx):
         consumer = str(uuidlib.uuid4())
         cloud.allocate(consumer, a, VCPU=4)
         other = _second_process(engine, ctx)
-        assert other.rps[other.by_uuid[a]].prov.inventory['VCPU'][1] == 4
+        assert other.models[other.by_uuid[a]].inventory['VCPU'][1] == 4
         cloud.allocate(consumer, b, generation=1, VCPU=4)
         _refresh(other, engine, ctx)
-        assert other.rps[other.by_uuid[a]].prov.inventory['VCPU'][1] == 0
-        assert other.rps[other.by_uuid[b]].prov.inventory['VCPU'][1] == 4
+        assert other.models[other.by_uuid[a]].inventory['VCPU'][1] == 0
+        assert other.models[other.by_uuid[b]].inventory['VCPU'][1] == 4
         assert _providers(app, 'resources=VCPU:4') == [a]
 
 
@@ -431,7 +431,7 @@ def test_a_renamed_resource_class_is_answered_by_its_new_name(ctx):
         assert list(body['provider_summaries'][a]['resources']) == [
             'CUSTOM_NEW']
         _refresh(other, engine, ctx)
-        assert list(other.rps[other.by_uuid[a]].prov.inventory) == [
+        assert list(other.models[other.by_uuid[a]].inventory) == [
             'CUSTOM_NEW']
 
 
@@ -450,11 +450,11 @@ def test_a_reader_behind_the_change_log_reloads_everything(ctx,
         _refresh(other, engine, ctx)
         assert other.loads == 2
         rid = other.by_uuid[a]
-        assert other.rps[rid].prov.inventory['VCPU'][0] == 6
+        assert other.models[rid].inventory['VCPU'][0] == 6
         cloud.inventory(a, VCPU=9)
         _refresh(other, engine, ctx)
         assert other.loads == 2
-        assert other.rps[rid].prov.inventory['VCPU'][0] == 9
+        assert other.models[rid].inventory['VCPU'][0] == 9
 
 
 def test_a_log_pruned_between_the_two_reads_is_noticed(ctx):
@@ -485,8 +485,8 @@ def test_a_log_pruned_between_the_two_reads_is_noticed(ctx):
                 models.CHANGE.c.seq == first))
         _refresh(other, engine, ctx)
         assert other.loads == 2
-        assert other.rps[rid].prov.inventory['VCPU'][0] == 2
-        assert other.rps[other.by_uuid[b]].prov.inventory['VCPU'][0] == 3
+        assert other.models[rid].inventory['VCPU'][0] == 2
+        assert other.models[other.by_uuid[b]].inventory['VCPU'][0] == 3
 
 
 def test_a_slot_row_missing_is_made_by_the_next_write(ctx):
@@ -510,7 +510,7 @@ def test_a_slot_row_missing_is_made_by_the_next_write(ctx):
         other = _second_process(engine, ctx)
         cloud.inventory(a, VCPU=5)
         _refresh(other, engine, ctx)
-        assert other.rps[rid].prov.inventory['VCPU'][0] == 5
+        assert other.models[rid].inventory['VCPU'][0] == 5
         with engine.connect() as conn:
             assert conn.execute(sa.select(slot.c.seq).where(
                 slot.c.slot == changes.slot_of(rid))).scalar() == 1

@@ -80,7 +80,7 @@ def _renewed(world):
 
 
 def _vcpu(world, rp_uuid):
-    return world.rps[world.by_uuid[rp_uuid]].prov.inventory['VCPU'][:2]
+    return world.models[world.by_uuid[rp_uuid]].inventory['VCPU'][:2]
 
 
 def _cloud_of_one(app, vcpu=4):
