@@ -389,6 +389,37 @@ def test_another_process_sees_writes(ctx):
         assert b in other.by_uuid and other.loads == 1
 
 
+def test_a_catch_up_reads_every_chunk_of_the_providers_logged(ctx,
+                                                               monkeypatch):
+    """A catch-up reads the providers logged since in chunks (their ids
+    written into the statements as numbers): each chunk's providers come
+    with their inventories, usage, traits and aggregates."""
+    monkeypatch.setattr(world_mod, '_CHUNK', 2)
+    with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
+                                                                   engine):
+        cloud = _Cloud(app)
+        rps = [cloud.provider('rp%d' % i) for i in range(5)]
+        # Unchanged: fewer changes than half the providers are caught up.
+        for i in range(20):
+            cloud.provider('other%d' % i)
+        other = _second_process(engine, ctx)
+        for i, rp in enumerate(rps):
+            cloud.inventory(rp, VCPU=4 + i)
+        cloud.allocate(str(uuidlib.uuid4()), rps[1], VCPU=2)
+        cloud.traits(rps[2], 'CUSTOM_CHUNKED')
+        agg = str(uuidlib.uuid4())
+        cloud.aggregates(rps[4], agg)
+        _refresh(other, engine, ctx)
+        assert other.loads == 1
+        ids = [other.by_uuid[rp] for rp in rps]
+        assert [other.models[rid].inventory['VCPU'][:2] for rid in ids] == [
+            (4, 0), (5, 2), (6, 0), (7, 0), (8, 0)]
+        assert [sorted(other.models[rid].traits) for rid in ids] == [
+            [], [], ['CUSTOM_CHUNKED'], [], []]
+        assert [bool(other.rps[rid].aggs) for rid in ids] == [
+            False, False, False, False, True]
+
+
 def test_a_consumer_moved_to_another_provider_frees_the_first(ctx):
     """What nova does on every resize and migration: PUT the consumer's
     allocations on provider B in place of those on A. Another process
