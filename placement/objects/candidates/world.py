@@ -655,12 +655,12 @@ class World:
         inventories, usage, traits, aggregates), as _READS reads them."""
         if ids is None:
             return tuple(_all_rows(conn, stmt) for stmt, _col in _READS)
-        out = tuple([] for _ in _READS)
+        out = tuple([] for _ in _READS_OF_IDS)
         ordered = sorted(ids)
         for i in range(0, len(ordered), _CHUNK):
             chunk = {'ids': ordered[i:i + _CHUNK]}
-            for rows, (stmt, col) in zip(out, _READS):
-                rows += conn.execute(stmt.where(col.in_(_IDS)), chunk).all()
+            for rows, stmt in zip(out, _READS_OF_IDS):
+                rows += conn.execute(stmt, chunk).all()
         return out
 
     def _use(self, ctx, snap):
@@ -725,6 +725,7 @@ class World:
         k = self._kind_index.get(raw)
         if k is not None:
             return k
+        rc_names, trait_names = names
         inv_rows, tids, aids = raw
         alike = self._alike
         kind = Kind()
@@ -732,7 +733,7 @@ class World:
         for row in inv_rows:
             made = alike.get(row)
             if made is None:
-                made = alike[row] = self._inventory(row, names[0])
+                made = alike[row] = self._inventory(row, rc_names)
             rc, inv, name, room = made
             kind.inv[rc] = inv
             kind.prov_inv[name] = room
@@ -740,7 +741,7 @@ class World:
         if made is None:
             # In trait id order: see model.Traits.
             made = alike[_TRAITS, tids] = (frozenset(tids), model.Traits(
-                [names[1][t] for t in tids]))
+                [trait_names[t] for t in tids]))
         kind.traits, kind.names = made
         kind.aggs = alike.get((_AGGS, aids))
         if kind.aggs is None:
@@ -1263,10 +1264,12 @@ _READS = (
     (sa.select(_RPA.c.resource_provider_id, _RPA.c.aggregate_id),
      _RPA.c.resource_provider_id),
 )
-# A chunk's ids, written into the statement as numbers: a catch-up reads
-# ten thousand providers in 20 chunks, and as 500 bound parameters each
-# the client spends twice as long on them as the database on the rows.
+# The same of the providers of a chunk of ids, written into the statement
+# as numbers: a catch-up reads ten thousand providers in 20 chunks, and as
+# 500 bound parameters each the client spends twice as long on them as
+# the database on the rows.
 _IDS = sa.bindparam('ids', expanding=True, literal_execute=True)
+_READS_OF_IDS = tuple(stmt.where(col.in_(_IDS)) for stmt, col in _READS)
 
 
 def _all_rows(conn, stmt):
