@@ -64,10 +64,6 @@ SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # Roots looked at in the first batch of a walk (each next is four times
 # more), and at least this many per candidate still wanted.
 _FIRST_BATCH = 8
-# The search's windows of root ids (breadth-first under a cap), as the
-# SQL engine's, so that its round-robin order is the same.
-_ROOTS_PER_CANDIDATE = 16
-_MIN_WINDOW = 64
 # Roots looked at per batch when a sample enumerates after all.
 _LOOK_CHUNK = 4096
 
@@ -625,17 +621,16 @@ def _batches(roots, cap, found):
 
 def _walk(req, roots, cap, wide, nested_aware, strategy):
     """Candidates from the trees under ``roots``, a batch of them at a
-    time (_batches; breadth-first: the SQL engine's windows, for the same
-    round-robin across one window's anchors), anchor by anchor in each
-    batch's order, up to ``cap``: by the fast path where it answers the
-    batch (_sole), else gathered (groups_for) and combined."""
+    time (_batches; breadth-first: one batch of every root, for its
+    round-robin runs across every anchor, as upstream's and the SQL
+    engine's), anchor by anchor in each batch's order, up to ``cap``: by
+    the fast path where it answers the batch (_sole), else gathered
+    (groups_for) and combined."""
     isolate = wide.group_policy == 'isolate'
     has_trees = req.trees
     found = []
     if strategy != 'breadth-first':
         batches = _batches(iter(roots), cap, found)
-    elif cap is not None:
-        batches = _windows(req, roots, cap)
     else:
         batches = iter([list(roots)])
     providers = req.providers()
@@ -665,26 +660,6 @@ def _walk(req, roots, cap, wide, nested_aware, strategy):
         if len(found) >= cap:
             return found
     return found
-
-
-def _windows(req, roots, cap):
-    """Breadth-first under a cap: ``roots`` (sorted) in the SQL engine's
-    windows of root ids (its round-robin runs across one window's
-    anchors)."""
-    world = req.world
-    bounds = world.id_bounds()
-    if bounds is None:
-        return
-    lo, hi = bounds[0], bounds[1] + 1
-    step = max(_MIN_WINDOW, _ROOTS_PER_CANDIDATE * cap)
-    start = lo
-    while start < hi:
-        end = min(hi, start + step)
-        i = bisect.bisect_left(roots, start)
-        j = bisect.bisect_left(roots, end)
-        yield roots[i:j]
-        start = end
-        step *= 4
 
 
 def _look(req, roots, master):

@@ -1101,19 +1101,6 @@ class World:
         return frozenset().union(*(kinds[k].traits
                                    for k in set(self.tree_kinds(root))))
 
-    def id_bounds(self):
-        """(lowest, highest) provider id; None if there is none."""
-        if not self.count:
-            return None
-        changed = self.changed
-        present = [rid for rid, rec in changed.items() if rec is not None]
-        byid = self.base.byid
-        lo = next((rid for rid in byid if rid not in changed), None)
-        hi = next((byid[i] for i in range(len(byid) - 1, -1, -1)
-                   if byid[i] not in changed), None)
-        ends = present + [i for i in (lo, hi) if i is not None]
-        return min(ends), max(ends)
-
     def root_of(self, uuid, any_case=False):
         """The root id of the tree of provider ``uuid`` (in_tree), None if
         there is none; ``any_case``: MySQL's collation matches a uuid in

@@ -93,6 +93,38 @@ def test_world_answers_as_the_sql_gatherer_breadth_first(strategy,
     assert finds['world'] > 50
 
 
+@pytest.mark.parametrize('cap', ['limit', 'max_allocation_candidates'])
+def test_breadth_first_takes_one_candidate_per_host_first(cap, monkeypatch,
+                                                         finds):
+    """Breadth-first round-robins across every host that fits, as
+    upstream's: five candidates come from five hosts even when the hosts
+    that fit are few and far between (one root in forty here), from
+    memory as from the SQL engine."""
+    w = cw.WorldBuilder()
+    for i in range(400):
+        w.provider('host%d' % i)
+        if i % 40 == 0:
+            w.inventory('host%d' % i, 'MEMORY_MB', 1000)
+            for k in range(2):
+                w.provider('numa%d_%d' % (i, k), parent='host%d' % i)
+                w.inventory('numa%d_%d' % (i, k), 'VCPU', 4)
+    names = {rp['uuid']: rp['name'] for rp in w.rps}
+    overrides = {('placement', 'allocation_candidates_generation_strategy'):
+                 'breadth-first'}
+    path = '/allocation_candidates?resources=VCPU:1,MEMORY_MB:10'
+    if cap == 'limit':
+        path += '&limit=5'
+    else:
+        overrides[('placement', 'max_allocation_candidates')] = 5
+    with gabbits.app_over_world(w, overrides) as app:
+        got = twr.get(app, path, LATEST)
+        assert got == _sql(monkeypatch, app, path, LATEST)
+    assert finds['world'] == 1
+    hosts = [sorted(names[u] for u in ar['allocations'])[0]
+             for ar in got[1]['allocation_requests']]
+    assert hosts == ['host0', 'host40', 'host80', 'host120', 'host160']
+
+
 def test_more_sets_of_classes_than_the_snapshot_names(monkeypatch, finds):
     """A walk reads only the providers with a class asked for, by the
     snapshot's cls column, which names 255 sets of classes: trees whose
