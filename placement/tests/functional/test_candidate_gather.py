@@ -4,7 +4,8 @@ Random worlds (the differential test's, many side by side) and random
 queries, so that every feature (granular groups, isolate, sharing,
 in_tree, root_required, same_subtree, forbidden traits and aggregates, old
 microversions) goes through each seam: anchors in batches of one
-(``_MIN_BATCH``) against all at once, trees read by id range
+(``_MIN_BATCH``) against all at once, rows gathered a window of roots
+at a time (``Request.windows``) against all at once, trees read by id range
 (``_dense``) against by list. Then flat worlds' filters, aggregates named
 by uuid and capacities, on the database under test. (That the engine
 answers as upstream: test_candidates_differential; as the in-memory
@@ -104,6 +105,71 @@ def test_anchor_batches_answer_as_all_anchors_at_once(monkeypatch):
                 checked += at_once[0] == 200 and len(
                     at_once[1]['allocation_requests']) > 1
     assert checked > 30
+
+
+def test_windows_of_roots_answer_as_one_window(monkeypatch):
+    """Under a limit, the groups' rows are gathered for a first window of
+    roots, then for the rest (sql.Request.windows); with windows of a
+    few roots, and batches of one anchor, the answer must be exactly the
+    one gathered from every root at once, order included."""
+    rnd = random.Random(20261127)
+    later = []
+    combine_groups = sql.Request.combine_groups
+
+    def noted(self, groups=None, window=None):
+        cgroups = combine_groups(self, groups, window)
+        later.append(bool(cgroups) and window is not None and
+                     window[0] is not None)
+        return cgroups
+
+    checked = 0
+    for _ in range(2):
+        world = glued_world(rnd, 12)
+        with gabbits.app_over_world(world) as app:
+            for path, version in _limited_queries(rnd, world, 40):
+                with monkeypatch.context() as m:
+                    m.setattr(sql.Request, 'windows',
+                              lambda self, cap: [(None, None)])
+                    at_once = get(app, path, version)
+                with monkeypatch.context() as m:
+                    m.setattr(sql, '_MIN_WINDOW', 1)
+                    m.setattr(sql, '_MIN_BATCH', 1)
+                    m.setattr(sql.Request, 'combine_groups', noted)
+                    windowed = get(app, path, version)
+                assert windowed == at_once, (path, version)
+                checked += at_once[0] == 200 and len(
+                    at_once[1]['allocation_requests']) > 1
+    assert checked > 30
+    # Some answers were completed from the second window's rows.
+    assert sum(later) > 10
+
+
+def test_a_window_combines_only_its_own_anchors(monkeypatch):
+    """A sharing provider shares with a tree beyond the first window:
+    that tree's anchor waits for the window holding its own rows, or
+    the sharing provider alone would be answered before the tree's own
+    disk, which comes first when every root is gathered at once."""
+    monkeypatch.setattr(sql, '_MIN_WINDOW', 1)
+    w = cw.WorldBuilder()
+    for k in range(4):                  # limit=1: a window of 4 roots
+        w.provider('empty%d' % k)
+    w.provider('host')
+    w.inventory('host', 'DISK_GB', 100)
+    w.aggregate('host', diff.AGGS[0])
+    w.provider('shared')
+    w.inventory('shared', 'DISK_GB', 100)
+    w.trait('shared', 'MISC_SHARES_VIA_AGGREGATE')
+    w.aggregate('shared', diff.AGGS[0])
+    uuids = {rp['uuid']: rp['name'] for rp in w.rps}
+    with gabbits.app_over_world(w) as app:
+        for limit, expected in ((1, [['host']]),
+                                (2, [['host'], ['shared']])):
+            status, body = get(
+                app, '/allocation_candidates?resources=DISK_GB:10'
+                '&limit=%d' % limit, '1.39')
+            assert status == 200
+            assert [sorted(uuids[u] for u in ar['allocations'])
+                    for ar in body['allocation_requests']] == expected
 
 
 def test_a_limited_answer_is_part_of_the_whole(monkeypatch):
