@@ -775,11 +775,10 @@ def _find(req, wide, nested_aware, max_candidates, strategy, randomize):
         # Each root is one candidate or none, and no two roots the same
         # one (each has a provider of its own tree): the first ``limit``
         # found in a uniformly random order of the roots are a uniform
-        # sample of the answer.
-        found = _walk(req, _random_order(req.sample_roots()), limit, wide,
-                      nested_aware, 'depth-first')
-        random.shuffle(found)
-        return found
+        # sample of the answer, and in a uniformly random order already
+        # (the walk keeps its roots' order).
+        return _walk(req, _random_order(req.sample_roots()), limit, wide,
+                     nested_aware, 'depth-first')
     if limit is not None and not randomize:
         cap = limit if cap is None else min(cap, limit)
     found = _walk(req, roots, cap, wide, nested_aware, strategy)
