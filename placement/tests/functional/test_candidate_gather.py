@@ -85,26 +85,35 @@ def _limited_queries(rnd, world, count):
         yield '%s&limit=%d' % (path, rnd.choice([1, 2, 5])), version
 
 
-def test_anchor_batches_answer_as_all_anchors_at_once(monkeypatch):
-    """Under a limit, trees are read and combined batch by batch
-    (sql._MIN_BATCH); batches of one anchor must give exactly the
-    answer of one batch holding every anchor, order included."""
-    rnd = random.Random(20261122)
+def _answers_alike(monkeypatch, rnd, whole, seam):
+    """Random limited queries over random worlds, answered with the
+    settings ``whole`` and then ``seam`` ([(object, name, value)])
+    applied: exactly alike, order included. How many answers held two
+    candidates or more."""
     checked = 0
     for _ in range(2):
         world = glued_world(rnd, 12)
         with gabbits.app_over_world(world) as app:
             for path, version in _limited_queries(rnd, world, 40):
-                with monkeypatch.context() as m:
-                    m.setattr(sql, '_MIN_BATCH', 10 ** 9)
-                    at_once = get(app, path, version)
-                with monkeypatch.context() as m:
-                    m.setattr(sql, '_MIN_BATCH', 1)
-                    batched = get(app, path, version)
-                assert batched == at_once, (path, version)
-                checked += at_once[0] == 200 and len(
-                    at_once[1]['allocation_requests']) > 1
-    assert checked > 30
+                answers = []
+                for settings in (whole, seam):
+                    with monkeypatch.context() as m:
+                        for obj, name, value in settings:
+                            m.setattr(obj, name, value)
+                        answers.append(get(app, path, version))
+                assert answers[1] == answers[0], (path, version)
+                checked += answers[0][0] == 200 and len(
+                    answers[0][1]['allocation_requests']) > 1
+    return checked
+
+
+def test_anchor_batches_answer_as_all_anchors_at_once(monkeypatch):
+    """Under a limit, trees are read and combined batch by batch
+    (sql._MIN_BATCH); batches of one anchor must give exactly the
+    answer of one batch holding every anchor, order included."""
+    assert _answers_alike(monkeypatch, random.Random(20261122),
+                          [(sql, '_MIN_BATCH', 10 ** 9)],
+                          [(sql, '_MIN_BATCH', 1)]) > 30
 
 
 def test_windows_of_roots_answer_as_one_window(monkeypatch):
@@ -112,7 +121,6 @@ def test_windows_of_roots_answer_as_one_window(monkeypatch):
     roots, then for the rest (sql.Request.windows); with windows of a
     few roots, and batches of one anchor, the answer must be exactly the
     one gathered from every root at once, order included."""
-    rnd = random.Random(20261127)
     later = []
     combine_groups = sql.Request.combine_groups
 
@@ -122,24 +130,11 @@ def test_windows_of_roots_answer_as_one_window(monkeypatch):
                      window[0] is not None)
         return cgroups
 
-    checked = 0
-    for _ in range(2):
-        world = glued_world(rnd, 12)
-        with gabbits.app_over_world(world) as app:
-            for path, version in _limited_queries(rnd, world, 40):
-                with monkeypatch.context() as m:
-                    m.setattr(sql.Request, 'windows',
-                              lambda self, cap: [(None, None)])
-                    at_once = get(app, path, version)
-                with monkeypatch.context() as m:
-                    m.setattr(sql, '_MIN_WINDOW', 1)
-                    m.setattr(sql, '_MIN_BATCH', 1)
-                    m.setattr(sql.Request, 'combine_groups', noted)
-                    windowed = get(app, path, version)
-                assert windowed == at_once, (path, version)
-                checked += at_once[0] == 200 and len(
-                    at_once[1]['allocation_requests']) > 1
-    assert checked > 30
+    assert _answers_alike(
+        monkeypatch, random.Random(20261127),
+        [(sql.Request, 'windows', lambda self, cap: [(None, None)])],
+        [(sql, '_MIN_WINDOW', 1), (sql, '_MIN_BATCH', 1),
+         (sql.Request, 'combine_groups', noted)]) > 30
     # Some answers were completed from the second window's rows.
     assert sum(later) > 10
 

@@ -586,6 +586,20 @@ def test_a_slot_row_missing_is_made_by_the_next_write(ctx):
 
 # -- a fair sample ---------------------------------------------------------
 
+def _randomized_picks(world, count):
+    """The providers picked, in order, by each of ``count`` answers to
+    VCPU:2 with limit=3 and randomize_allocation_candidates on."""
+    overrides = {('placement', 'randomize_allocation_candidates'): True}
+    with gabbits.app_over_world(world, overrides) as app:
+        for _ in range(count):
+            status, body = twr.get(
+                app, '/allocation_candidates?resources=VCPU:2&limit=3',
+                LATEST)
+            assert status == 200
+            yield [u for ar in body['allocation_requests']
+                   for u in ar['allocations']]
+
+
 @pytest.mark.parametrize('nested', [False, True])
 def test_randomized_limit_samples_every_fitting_provider(nested):
     w = cw.WorldBuilder()
@@ -599,17 +613,10 @@ def test_randomized_limit_samples_every_fitting_provider(nested):
         w.inventory(holder, 'VCPU', 8 if i % 4 else 1)
         if i % 4:
             fitting.add(holder)
-    overrides = {('placement', 'randomize_allocation_candidates'): True}
     seen = collections.Counter()
-    with gabbits.app_over_world(w, overrides) as app:
-        for _ in range(150):
-            status, body = twr.get(
-                app, '/allocation_candidates?resources=VCPU:2&limit=3',
-                LATEST)
-            assert status == 200
-            assert len(body['allocation_requests']) == 3
-            for ar in body['allocation_requests']:
-                seen.update(list(ar['allocations']))
+    for picks in _randomized_picks(w, 150):
+        assert len(picks) == 3
+        seen.update(picks)
     names = {r['uuid']: r['name'] for r in w.rps}
     assert {names[u] for u in seen} == fitting
     # 450 picks over 30 providers: each about 15 times.
@@ -627,16 +634,8 @@ def test_randomized_limit_comes_in_every_order_alike():
         w.provider('cn%d' % i)
         w.inventory('cn%d' % i, 'VCPU', 8)
     names = {r['uuid']: r['name'] for r in w.rps}
-    overrides = {('placement', 'randomize_allocation_candidates'): True}
-    orders = collections.Counter()
-    with gabbits.app_over_world(w, overrides) as app:
-        for _ in range(2400):
-            status, body = twr.get(
-                app, '/allocation_candidates?resources=VCPU:2&limit=3',
-                LATEST)
-            assert status == 200
-            orders[tuple(names[u] for ar in body['allocation_requests']
-                         for u in ar['allocations'])] += 1
+    orders = collections.Counter(tuple(map(names.get, picks))
+                                 for picks in _randomized_picks(w, 2400))
     assert len(orders) == 24
     stat = sum((n - 100) ** 2 / 100 for n in orders.values())
     assert abs(stat - 23) < 5 * (2 * 23) ** 0.5, stat
