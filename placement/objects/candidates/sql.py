@@ -25,9 +25,12 @@ The algorithm:
    are drawn instead, a uniform random sample of the whole answer
    (sample.py), reading the trees of the anchors drawn only.
 
-Two seams make it cheaper without changing the answer, each with a test
+Three seams make it cheaper without changing the answer, each with a test
 that it answers as without it (test_candidate_gather.py):
 
+* ``Request.windows``: under a limit, step 1 is run for a first window of
+  roots, then for the rest if the limit is not met, so a small limit does
+  not gather every fitting provider's rows;
 * ``_MIN_BATCH``: trees are read and combined in growing batches of
   anchors, so a limit is met without reading every tree;
 * ``_dense``: many close roots are read by id range rather than by list.
