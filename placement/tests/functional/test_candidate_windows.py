@@ -1,9 +1,12 @@
-"""``limit`` walks root providers in growing id windows; check it cannot
+"""``limit`` walks root providers a part at a time; check it cannot
 change what is found.
 
-With a limit, GET /allocation_candidates gathers candidates window by
-window (a few dozen roots, then four times more, ...) and stops once it has
-enough. Whatever the windows, a limited answer must hold exactly
+With a limit, GET /allocation_candidates gathers candidates part by part
+and stops once it has enough: the world walks batches of roots (a few,
+then as many as the candidates still wanted need), the SQL engine
+gathers rows for a first window of roots, then the rest, and reads trees
+in growing batches; both engines answer here. Whatever the parts, a
+limited answer must hold exactly
 ``min(limit, total)`` distinct candidates, each one of those the unlimited
 answer holds, with summaries for every provider used. The world here is
 built so that matches are sparse (many windows are needed), some trees
@@ -16,6 +19,7 @@ import json
 import pytest
 import webob
 
+from placement.objects.candidates import engine
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
 
@@ -51,10 +55,12 @@ def _world():
     return w
 
 
-@pytest.fixture(scope='module')
-def app():
-    with gabbits.app_over_world(_world()) as app:
-        yield app
+@pytest.fixture(scope='module', params=['world', 'sql'])
+def app(request):
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(engine, 'USE_WORLD', request.param == 'world')
+        with gabbits.app_over_world(_world()) as app:
+            yield app
 
 
 def _get(app, qs):
