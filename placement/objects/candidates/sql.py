@@ -66,8 +66,7 @@ SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # limit, whichever is more; each next batch is four times larger.
 _MIN_BATCH = 8
 # Under a limit, the groups' rows are first gathered for this many roots
-# or four times the limit, whichever is more; each next window of roots
-# is four times larger.
+# or four times the limit, whichever is more; then for the rest.
 _MIN_WINDOW = 64
 # Trees of at least _DENSE_MIN roots less than _DENSE_SPAN ids apart on
 # average, or more than _MAX_LIST roots, are read by id range (see _dense).
@@ -111,8 +110,8 @@ def find_in_database(ctx, groups, wide, nested_aware=True,
 
 
 def _request(ctx, groups, wide):
-    """(Request, its combine groups) for the search and the sample; (None,
-    the empty answer) when no provider can match."""
+    """(Request, its combine groups over every root) for the sample;
+    (None, the empty answer) when no provider can match."""
     try:
         gatherer = Request(ctx, groups, wide)
     except Empty:
