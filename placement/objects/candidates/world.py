@@ -513,17 +513,17 @@ class World:
         thread.start()
         return True
 
-    def first_load_is_long(self, conn):
+    def first_load_is_long(self, conn, catch_up_apart=True):
         """Whether this world was never loaded and loading it means
         reading at least READ_APART_FROM providers from a database
         server: no snapshot file of the node to start from, or one too
         old to catch up from (a node restarted after many writes, or
         after a new epoch: its first answers would wait for the whole
-        read, 15 s at a million providers); or catching up with at least
-        CATCH_UP_APART_FROM providers changed since the node's file. (An
-        embedded SQLite file is for small clouds, and a read in another
-        thread there makes the requests' connections wait for its
-        locks.)"""
+        read, 15 s at a million providers); or, with ``catch_up_apart``,
+        catching up with at least CATCH_UP_APART_FROM providers changed
+        since the node's file. (An embedded SQLite file is for small
+        clouds, and a read in another thread there makes the requests'
+        connections wait for its locks.)"""
         if self.loads or conn.dialect.name == 'sqlite':
             return False
         if SHARED_DIR and snapshot.shareable(conn.engine):
@@ -532,6 +532,8 @@ class World:
             # A file too old to catch up from is read again, whole.
             epoch, current = changes.counters(conn)
             if snap is not None and _catches_up(snap, epoch, current):
+                if not catch_up_apart:
+                    return False
                 # (A count of the log's bumps, changes.behind, says little
                 # of the providers: a transaction bumps a slot once.)
                 ids = changes.logged(conn, snap.slots, current)
