@@ -109,12 +109,19 @@ def find_in_database(ctx, groups, wide, nested_aware=True,
     return found, providers, has_trees
 
 
+def _gatherer(ctx, groups, wide):
+    """The Request of ``groups``; None when no provider can match."""
+    try:
+        return Request(ctx, groups, wide)
+    except Empty:
+        return None
+
+
 def _request(ctx, groups, wide):
     """(Request, its combine groups over every root) for the sample;
     (None, the empty answer) when no provider can match."""
-    try:
-        gatherer = Request(ctx, groups, wide)
-    except Empty:
+    gatherer = _gatherer(ctx, groups, wide)
+    if gatherer is None:
         return None, ([], {}, False)
     cgroups = gatherer.combine_groups()
     if not cgroups:
@@ -128,9 +135,8 @@ def _search(ctx, groups, wide, cap, nested_aware, strategy):
     batch, stopping at ``cap`` candidates. Under a cap the rows are
     gathered a window of roots at a time (Request.windows): the first
     trees' rows answer a small limit without reading every tree's."""
-    try:
-        gatherer = Request(ctx, groups, wide)
-    except Empty:
+    gatherer = _gatherer(ctx, groups, wide)
+    if gatherer is None:
         return [], {}, False
     windows = (None,)
     if cap is not None and strategy != 'breadth-first':
