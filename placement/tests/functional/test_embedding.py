@@ -7,6 +7,7 @@ import sqlite3
 
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
+from oslo_policy import opts as policy_opts
 import pytest
 import requests
 import sqlalchemy as sa
@@ -222,3 +223,54 @@ def test_admin_token_may_reshape():
             'x-auth-token': 'admin',
             'openstack-api-version': 'placement 1.30'})
         assert resp.status_code == 400, resp.text
+
+
+def _policy_default():
+    """oslo.policy's default for ``enforce_new_defaults`` now: its option
+    objects, and so their defaults, are shared by every ConfigOpts in the
+    process."""
+    probe = cfg.ConfigOpts()
+    policy_opts.set_defaults(probe)
+    return probe.oslo_policy.enforce_new_defaults
+
+
+def test_handed_conf_keeps_the_embedders_explicit_values(tmp_path):
+    """What the embedder set on the configuration it hands the fixture
+    stands while placement runs on it, as with upstream's fixture: the
+    legacy policy rules are a default there, not an override (issue 51)."""
+    url = 'sqlite:///%s' % (tmp_path / 'mine.db')
+    conf = cfg.ConfigOpts()
+    with config_fixture.Config(conf) as conf_fixture:
+        placement_conf.register_opts(conf)
+        conf([], project='embedder', default_config_files=[])
+        conf_fixture.config(group='oslo_policy', enforce_new_defaults=True)
+        conf_fixture.config(group='placement_database', connection=url)
+        conf_fixture.config(group='oslo_middleware',
+                            max_request_body_size=4096)
+        with pfix.PlacementFixture(conf_fixture=conf_fixture,
+                                   register_opts=False, use_intercept=False):
+            assert conf.oslo_policy.enforce_new_defaults is True
+            assert conf.placement_database.connection == url
+            assert conf.oslo_middleware.max_request_body_size == 4096
+            assert conf.project == 'embedder'
+            # The one value the fixture must impose, as upstream's does:
+            # its token is noauth2's.
+            assert conf.api.auth_strategy == 'noauth2'
+
+
+def test_legacy_policy_is_the_whole_process_default_while_running():
+    """Upstream's fixture makes the legacy rules oslo.policy's default in
+    the whole process, the embedder's own configuration included: nova's
+    tests in which a user with only the role 'other' creates a server
+    pass by it. An explicit value still wins; ours puts the default back
+    when it ends."""
+    before = _policy_default()
+    embedders = cfg.ConfigOpts()
+    policy_opts.set_defaults(embedders)
+    explicit = cfg.ConfigOpts()
+    policy_opts.set_defaults(explicit)
+    explicit.set_override('enforce_new_defaults', True, group='oslo_policy')
+    with pfix.PlacementFixture(use_intercept=False):
+        assert embedders.oslo_policy.enforce_new_defaults is False
+        assert explicit.oslo_policy.enforce_new_defaults is True
+    assert _policy_default() == before
