@@ -29,3 +29,43 @@ if not os.environ.get('OS_CANDIDATES__WORLD_DIR'):
     _WORLD_DIR = tempfile.mkdtemp(prefix='placement-test-worlds-')
     os.environ['OS_CANDIDATES__WORLD_DIR'] = _WORLD_DIR
     atexit.register(shutil.rmtree, _WORLD_DIR, True)
+
+# Some tests run once, in the SQLite run, not again on PostgreSQL and
+# MariaDB: those that reach no database (every test under unit/, held to
+# it by unit/conftest.py) and those whose module says
+# ``pytestmark = pytest.mark.once('why')`` (the browser tests, whose
+# endpoints have gabbi tests on every database; tools run on SQLite
+# whatever the run's database). The server runs list them as deselected.
+import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        'markers', 'once(why): run in the SQLite run only (the test '
+        'reaches no database, or reaches it the same whatever its kind)')
+
+
+_UNIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'unit')
+
+# The longest modules start first: under pytest-xdist (tools/run-tests
+# runs a worker per CPU, a module's tests kept together on one) a long
+# one started last would leave the other workers idle at the end.
+LONGEST_FIRST = ('test_world_freshness.py', 'test_ui.py',
+                 'test_candidates_differential.py', 'test_commands.py',
+                 'test_rolling_upgrade.py')
+
+
+def pytest_collection_modifyitems(config, items):
+    from placement.tests import db as test_db
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    for item in items:
+        if str(item.path).startswith(_UNIT + os.sep):
+            item.add_marker(pytest.mark.once('reaches no database'))
+    if test_db.backend() == 'sqlite':
+        return
+    once = [item for item in items if item.get_closest_marker('once')]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items
+                    if not item.get_closest_marker('once')]

@@ -7,7 +7,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from placement.tests.functional import live_server
+
+pytestmark = pytest.mark.once('the tool runs on SQLite whatever the run')
 
 SCRIPT = os.path.join(live_server.REPO_ROOT, 'tools',
                       'bench-candidates-side-by-side')

@@ -24,6 +24,9 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+pytestmark = pytest.mark.once(
+    'the page in a browser: its endpoints have gabbi tests on every database')
+
 AGG = str(uuid.uuid4())
 PROJECT = 'demo-project'
 USER = 'demo-user'
