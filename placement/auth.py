@@ -5,45 +5,22 @@ the web view's static content under ``/ui/`` (the page then calls the API
 with the visitor's token). Paths in
 ``anonymous_paths`` (``/metrics`` when enabled) may come without a token:
 they get an empty context (no user, no roles) and their policy rule
-decides; with a token they are authenticated as usual.
+decides; with a token they are authenticated as usual. Which paths those
+are is placement.public_paths, shared with placement.keystone_auth.
 """
 from oslo_log import log as logging
 from oslo_middleware import request_id
 import webob.exc
 
 from placement import context as placement_context
+from placement import public_paths
 from placement import util
 
 LOG = logging.getLogger(__name__)
 
 
-ENV_ANONYMOUS = 'placement.anonymous'
-
-# The web view's static files (placement/handlers/ui.py): no data in them.
-UI_PATH = '/ui'
-
-
-def is_ui(path):
-    return path == UI_PATH or path.startswith(UI_PATH + '/')
-
-
-def public(path):
-    """True for the paths anyone may GET without a token."""
-    return path in ('/', '') or is_ui(path)
-
-
 def _unauthorized():
     return util.http_error(webob.exc.HTTPUnauthorized)
-
-
-def tokenless(environ, anonymous_paths):
-    """Mark an allowed token-less request as anonymous; True if so."""
-    if (environ.get('PATH_INFO') in anonymous_paths
-            and 'HTTP_X_AUTH_TOKEN' not in environ
-            and 'HTTP_X_STORAGE_TOKEN' not in environ):
-        environ[ENV_ANONYMOUS] = True
-        return True
-    return False
 
 
 class NoAuthMiddleware:
@@ -64,8 +41,8 @@ class NoAuthMiddleware:
     # Plain WSGI: webob's Request per middleware layer costs more than
     # what the layer does.
     def __call__(self, environ, start_response):
-        if (public(environ['PATH_INFO'])
-                or tokenless(environ, self.anonymous_paths)):
+        if (public_paths.public(environ['PATH_INFO'])
+                or public_paths.tokenless(environ, self.anonymous_paths)):
             return self.application(environ, start_response)
         token = environ.get('HTTP_X_AUTH_TOKEN')
         if token is None:
@@ -93,7 +70,8 @@ class KeystoneContext:
         self.config = config
 
     def __call__(self, environ, start_response):
-        if environ.get(ENV_ANONYMOUS) or is_ui(environ['PATH_INFO']):
+        if (environ.get(public_paths.ENV_ANONYMOUS)
+                or public_paths.is_ui(environ['PATH_INFO'])):
             # Identity headers of a token-less request are the client's
             # own words: none of them count (nor for the static web view,
             # which keystonemiddleware does not see).
@@ -103,8 +81,9 @@ class KeystoneContext:
             ctx = placement_context.RequestContext.from_environ(
                 environ, request_id=environ.get(request_id.ENV_REQUEST_ID))
         ctx.config = self.config
-        if (ctx.user_id is None and not public(environ['PATH_INFO'])
-                and not environ.get(ENV_ANONYMOUS)):
+        if (ctx.user_id is None
+                and not public_paths.public(environ['PATH_INFO'])
+                and not environ.get(public_paths.ENV_ANONYMOUS)):
             LOG.debug('Neither X_USER_ID nor X_USER found in request')
             return _unauthorized()(environ, start_response)
         environ['placement.context'] = ctx

@@ -5,7 +5,7 @@ from keystonemiddleware import auth_token
 from keystonemiddleware.auth_token import _exceptions as ksm_exceptions
 import webob.exc
 
-from placement import auth
+from placement import public_paths
 
 
 class KeystoneAuth(auth_token.AuthProtocol):
@@ -17,8 +17,9 @@ class KeystoneAuth(auth_token.AuthProtocol):
         super().__init__(app, conf)
 
     def __call__(self, environ, start_response):
-        if (auth.public(environ['PATH_INFO'])
-                or auth.tokenless(environ, self._anonymous_paths)):
+        if (public_paths.public(environ['PATH_INFO'])
+                or public_paths.tokenless(environ,
+                                          self._anonymous_paths)):
             return self._placement_app(environ, start_response)
         return super().__call__(environ, start_response)
 
