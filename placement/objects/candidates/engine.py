@@ -15,8 +15,10 @@ and to upstream); which one runs is chosen here, and only here:
   snapshot file of the node to start from (``_ready``: a cold node
   answers in a second, not after the seven a million providers take).
 
-Both apply the rules of rules.py and hand their groups to the same
-combiner (combine.py). Explain (explain.py) reads the same world through
+The world search applies the rules of rules.py; the SQL engine restates
+them as SQL terms named after them, which only the differential tests
+hold to rules.py. Both hand their groups to the same combiner
+(combine.py). Explain (explain.py) reads the same world through
 ``snapshot``.
 """
 import contextlib

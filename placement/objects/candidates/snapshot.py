@@ -12,8 +12,8 @@ the same file hold one copy of the world between them (world.py keeps,
 per process, only what changed since and the providers it has looked at
 lately).
 
-The file lives in ``[placement] candidates_world_dir`` (by default a
-directory of /dev/shm), one per database, written whole under a lock and
+The file lives in ``[candidates] world_dir`` (by default a directory
+of /dev/shm), one per database, written whole under a lock and
 renamed into place: a reader maps either the old file or the new one,
 never a half-written one.
 
