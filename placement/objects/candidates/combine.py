@@ -52,11 +52,6 @@ def _ancestors(providers, rp_id):
     return seen
 
 
-def same_subtree_ok(providers, rp_ids):
-    """rules.same_subtree over ``providers`` ({id: Provider})."""
-    return rules.same_subtree(ancestors_of(providers), rp_ids)
-
-
 def ancestors_of(providers):
     """rp -> frozenset of its ancestors-or-self, made on first use."""
     return model.OnFirstUse(lambda rp: frozenset(_ancestors(providers, rp)))

@@ -280,13 +280,14 @@ def test_breadth_first_interleaves_anchors():
     assert {c.mappings['1'][0] for c in first_two} == {1, 10}
 
 
-def test_same_subtree_ok_helper():
+def test_same_subtree_over_the_combiners_ancestors():
     provs = world(P(1, 'r', None, 1), P(2, 'a', 1, 1), P(3, 'b', 2, 1),
                   P(4, 'c', 1, 1))
-    assert cb.same_subtree_ok(provs, {2, 3})
-    assert cb.same_subtree_ok(provs, {1, 3, 4})
-    assert not cb.same_subtree_ok(provs, {3, 4})
-    assert cb.same_subtree_ok(provs, {4})
+    ancestors = cb.ancestors_of(provs)
+    assert rules.same_subtree(ancestors, {2, 3})
+    assert rules.same_subtree(ancestors, {1, 3, 4})
+    assert not rules.same_subtree(ancestors, {3, 4})
+    assert rules.same_subtree(ancestors, {4})
 
 
 def test_amounts_shared_between_candidates_are_never_changed():
