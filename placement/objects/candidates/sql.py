@@ -287,8 +287,9 @@ def _with_usage(from_, sqlite, *conds):
 
     Server databases get usage summed per (provider, class) once, LEFT
     JOINed: PostgreSQL runs a correlated sum over a small allocations
-    table as a sequential scan per row (120 ms for 7,000 inventories over
-    250 allocations). SQLite gets the correlated sum (see _used)."""
+    table as a sequential scan per row (figures in
+    doc/source/candidates-figures.rst). SQLite gets the correlated sum
+    (see _used)."""
     if sqlite:
         return from_, _used(_INV.c.resource_provider_id,
                             _INV.c.resource_class_id)
@@ -310,8 +311,8 @@ def _serves(used, amount, sqlite):
     Elsewhere than on SQLite the test is wrapped in a CASE the planner
     cannot see into: PostgreSQL multiplies a default selectivity per term
     it cannot estimate and expects almost no inventory to fit, when nearly
-    all do; it then picks nested loops over thousands of rows (12 ms where
-    hash joins take 4.5 ms, 1,000 providers)."""
+    all do; it then picks nested loops over thousands of rows where hash
+    joins are faster (doc/source/candidates-figures.rst)."""
     terms = sa.and_(
         used + amount <=
         (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
@@ -372,9 +373,9 @@ def _dense(roots):
     to list: then their trees are read by id range and the trees in
     between dropped in Python. A long list of ids costs the database more
     to parse and plan than the rows it skips, and SQLite refuses more than
-    32,766 parameters (capacity reads every tree). (A span of 2 helped
-    SQLite and PostgreSQL but a run on MySQL went from 1 s to 47 s of
-    wall time; not understood yet, so the tried value stays.)"""
+    32,766 parameters (capacity reads every tree). (A smaller span made
+    MySQL much slower, for a reason not understood yet, so the tried
+    value stays: doc/source/candidates-figures.rst.)"""
     return len(roots) >= _DENSE_MIN and (
         roots[-1] - roots[0] < _DENSE_SPAN * len(roots) or
         len(roots) > _MAX_LIST)
