@@ -110,7 +110,9 @@ def _schema_key(migrate):
     return digest.hexdigest()[:16]
 
 
-_TEMPLATES = {}
+# (server, template) pairs known to exist: tests may point
+# PLACEMENT_TEST_DB_URL at a server of their own (pg_server.TempPostgres).
+_TEMPLATES = set()
 
 
 def _pg_template(admin, migrate):
@@ -121,7 +123,8 @@ def _pg_template(admin, migrate):
     one; the loser drops its own."""
     name = 'ptest_tmpl_%s_%s' % ('m' if migrate else 'c',
                                  _schema_key(migrate))
-    if name in _TEMPLATES:
+    known = (admin.render_as_string(hide_password=True), name)
+    if known in _TEMPLATES:
         return name
     engine = sa.create_engine(admin, isolation_level='AUTOCOMMIT')
     try:
@@ -141,7 +144,7 @@ def _pg_template(admin, migrate):
                 building.drop()     # another process made it first
     finally:
         engine.dispose()
-    _TEMPLATES[name] = True
+    _TEMPLATES.add(known)
     return name
 
 
