@@ -35,7 +35,7 @@ if not os.environ.get('OS_CANDIDATES__WORLD_DIR'):
 # it by unit/conftest.py) and those whose module says
 # ``pytestmark = pytest.mark.once('why')`` (the browser tests, whose
 # endpoints have gabbi tests on every database; tools run on SQLite
-# whatever the run's database). The server runs list them as deselected.
+# whatever the run's database). The server runs deselect them.
 import pytest  # noqa: E402
 
 
