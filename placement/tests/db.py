@@ -8,6 +8,7 @@ a database with the schema is a copy of a template made once per schema
 (``CREATE DATABASE ... TEMPLATE``: a file copy, where the DDL took three
 times as long); its epoch is then made new, as a new database's is.
 """
+import functools
 import glob
 import hashlib
 import os
@@ -96,9 +97,11 @@ def _create_database(admin, name, template=None):
         engine.dispose()
 
 
+@functools.lru_cache(maxsize=None)
 def _schema_key(migrate):
     """A digest of what makes the schema: the models, the triggers and the
-    migrations; a change to any of them makes a new template."""
+    migrations; a change to any of them makes a new template. Read once
+    per process: the files do not change under a run."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = sorted(glob.glob(os.path.join(here, 'db', '*.py')) +
                    glob.glob(os.path.join(here, 'db', '*migrations',
