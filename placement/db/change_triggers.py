@@ -41,7 +41,10 @@ A migration installs them (``install``) with the revision that adds them;
 revision that drops and installs again.
 """
 
+import os
 import re
+
+import sqlalchemy as sa
 
 SLOTS = 64
 EPOCH_SLOT = -1
@@ -124,8 +127,30 @@ END $$ LANGUAGE plpgsql
 """ % {'col': col, 'max_chars': _PG_NOTE_MAX * 8}
 
 
-_PG_FUNCTIONS = [_pg_note_function(col) for col in sorted(
-    set(WATCHED.values()))] + [
+# A random mark per bump, below 2**53 (random() has 52 bits or more).
+_PG_MARK = 'floor(random() * 9007199254740992)::bigint'
+
+
+def _pg_functions(marks):
+    """The functions the triggers call; ``marks``: the tables have the
+    ``mark`` columns (revision f2c6a8e1d9b4 added them)."""
+    return [_pg_note_function(col) for col in sorted(
+        set(WATCHED.values()))] + [
+        _marked(f, marks, _PG_MARK) for f in _PG_MARKING_FUNCTIONS]
+
+
+def _marked(statement, marks, random):
+    """``statement`` writing each bump's mark ``m`` (``random``, or a new
+    one for @SET_RANDOM@), or without marks."""
+    parts = {'@SET_M@': ', mark = m', '@COL_M@': ', mark',
+             '@VAL_M@': ', m', '@SET_RANDOM@': ', mark = ' + random,
+             '@NEW_M@': 'm := %s;' % random}
+    for key, text in parts.items():
+        statement = statement.replace(key, text if marks else '')
+    return statement
+
+
+_PG_MARKING_FUNCTIONS = [
     # Everything changed (a rename, a TRUNCATE): a new epoch at COMMIT.
     """
 CREATE OR REPLACE FUNCTION placement_note_everything() RETURNS trigger AS $$
@@ -138,7 +163,8 @@ END $$ LANGUAGE plpgsql
     """
 CREATE OR REPLACE FUNCTION placement_new_epoch() RETURNS trigger AS $$
 BEGIN
-    UPDATE placement_change_slots SET seq = seq + 1 WHERE slot = %d;
+    UPDATE placement_change_slots SET seq = seq + 1@SET_RANDOM@
+        WHERE slot = %d;
     RETURN NULL;
 END $$ LANGUAGE plpgsql
 """ % EPOCH_SLOT,
@@ -150,13 +176,14 @@ DECLARE
     ids integer[];
     s integer;
     n bigint;
+    m bigint;
 BEGIN
     IF noted = '' THEN
         RETURN NULL;
     END IF;
     PERFORM set_config('placement.changed', '', true);
     IF noted = '*' THEN
-        UPDATE placement_change_slots SET seq = seq + 1
+        UPDATE placement_change_slots SET seq = seq + 1@SET_RANDOM@
             WHERE slot = %(epoch)d;
         RETURN NULL;
     END IF;
@@ -165,15 +192,17 @@ BEGIN
     FOR s IN SELECT DISTINCT id %% %(slots)d FROM unnest(ids) AS t(id)
              ORDER BY 1
     LOOP
-        UPDATE placement_change_slots SET seq = seq + 1
+        @NEW_M@
+        UPDATE placement_change_slots SET seq = seq + 1@SET_M@
             WHERE slot = s RETURNING seq INTO n;
         IF n IS NULL THEN
             -- A slot row deleted by hand: start it again.
-            INSERT INTO placement_change_slots (slot, seq) VALUES (s, 1);
+            INSERT INTO placement_change_slots (slot, seq@COL_M@)
+                VALUES (s, 1@VAL_M@);
             n := 1;
         END IF;
-        INSERT INTO placement_changes (slot, seq, resource_provider_id)
-            SELECT s, n, id FROM unnest(ids) AS t(id)
+        INSERT INTO placement_changes (slot, seq, resource_provider_id@COL_M@)
+            SELECT s, n, id@VAL_M@ FROM unnest(ids) AS t(id)
             WHERE id %% %(slots)d = s;
         IF n %% %(every)d = 0 THEN
             DELETE FROM placement_changes
@@ -231,30 +260,33 @@ def _pg_triggers():
 
 # -- MySQL / MariaDB ---------------------------------------------------
 
+_MYSQL_MARK = 'FLOOR(RAND() * 9007199254740992)'
 _MYSQL_PROCEDURES = [
     """
 CREATE PROCEDURE placement_log_change(IN rp INTEGER)
 BEGIN
     DECLARE n BIGINT;
+    DECLARE m BIGINT DEFAULT %(mark)s;
     IF rp IS NOT NULL THEN
-        UPDATE placement_change_slots SET seq = seq + 1
+        UPDATE placement_change_slots SET seq = seq + 1@SET_M@
             WHERE slot = rp %% %(slots)d;
         SELECT seq INTO n FROM placement_change_slots
             WHERE slot = rp %% %(slots)d;
         IF n IS NULL THEN
-            INSERT INTO placement_change_slots (slot, seq)
-                VALUES (rp %% %(slots)d, 1);
+            INSERT INTO placement_change_slots (slot, seq@COL_M@)
+                VALUES (rp %% %(slots)d, 1@VAL_M@);
             SET n = 1;
         END IF;
-        INSERT INTO placement_changes (slot, seq, resource_provider_id)
-            VALUES (rp %% %(slots)d, n, rp);
+        INSERT INTO placement_changes (slot, seq, resource_provider_id@COL_M@)
+            VALUES (rp %% %(slots)d, n, rp@VAL_M@);
         IF n %% %(every)d = 0 THEN
             DELETE FROM placement_changes
                 WHERE slot = rp %% %(slots)d AND seq <= n - %(keep)d;
         END IF;
     END IF;
 END
-""" % {'slots': SLOTS, 'every': PRUNE_EVERY, 'keep': KEEP},
+""" % {'slots': SLOTS, 'every': PRUNE_EVERY, 'keep': KEEP,
+       'mark': _MYSQL_MARK},
 ]
 
 
@@ -286,12 +318,12 @@ def _mysql_triggers():
         cond = ' OR '.join('NOT (OLD.%s <=> NEW.%s)' % (c, c) for c in cols)
         out.append(
             'CREATE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW BEGIN '
-            'IF %s THEN UPDATE placement_change_slots SET seq = seq + 1 '
-            'WHERE slot = %d; END IF; END'
+            'IF %s THEN UPDATE placement_change_slots SET seq = seq + 1'
+            '@SET_RANDOM@ WHERE slot = %d; END IF; END'
             % (_name(table, 'update'), table, cond, EPOCH_SLOT))
         out.append(
             'CREATE TRIGGER %s AFTER DELETE ON %s FOR EACH ROW BEGIN '
-            'UPDATE placement_change_slots SET seq = seq + 1 '
+            'UPDATE placement_change_slots SET seq = seq + 1@SET_RANDOM@ '
             'WHERE slot = %d; END' % (_name(table, 'delete'), table,
                                       EPOCH_SLOT))
     return out
@@ -304,10 +336,10 @@ def _sqlite_log(rp, guard='1'):
     return (
         'INSERT OR IGNORE INTO placement_change_slots (slot, seq) '
         'SELECT {slot}, 0 WHERE {guard}; '
-        'UPDATE placement_change_slots SET seq = seq + 1 '
+        'UPDATE placement_change_slots SET seq = seq + 1@SET_RANDOM@ '
         'WHERE slot = {slot} AND {guard}; '
-        'INSERT INTO placement_changes (slot, seq, resource_provider_id) '
-        'SELECT slot, seq, {rp} FROM placement_change_slots '
+        'INSERT INTO placement_changes (slot, seq, resource_provider_id'
+        '@COL_M@) SELECT slot, seq, {rp}@COL_M@ FROM placement_change_slots '
         'WHERE slot = {slot} AND {guard}; '
         'DELETE FROM placement_changes WHERE slot = {slot} AND {guard} '
         'AND seq <= (SELECT seq - {keep} FROM placement_change_slots '
@@ -336,28 +368,58 @@ def _sqlite_triggers():
     for table, cols in RENAMES.items():
         out.append(
             'CREATE TRIGGER %s AFTER UPDATE ON %s FOR EACH ROW WHEN %s '
-            'BEGIN UPDATE placement_change_slots SET seq = seq + 1 '
-            'WHERE slot = %d; END'
+            'BEGIN UPDATE placement_change_slots SET seq = seq + 1'
+            '@SET_RANDOM@ WHERE slot = %d; END'
             % (_name(table, 'update'), table,
                _changed(cols, distinct='IS NOT'), EPOCH_SLOT))
         out.append(
             'CREATE TRIGGER %s AFTER DELETE ON %s FOR EACH ROW '
-            'BEGIN UPDATE placement_change_slots SET seq = seq + 1 '
-            'WHERE slot = %d; END' % (_name(table, 'delete'), table,
-                                      EPOCH_SLOT))
+            'BEGIN UPDATE placement_change_slots SET seq = seq + 1'
+            '@SET_RANDOM@ WHERE slot = %d; END'
+            % (_name(table, 'delete'), table, EPOCH_SLOT))
     return out
 
 
 # -- install, remove, check ----------------------------------------------
 
-def _statements(dialect):
+# SQLite's random() is a signed 64-bit integer.
+_SQLITE_MARK = '(random() & 9007199254740991)'
+
+
+def _statements(dialect, marks=True):
+    """What ``install`` runs on ``dialect``; ``marks``: the change tables
+    have their ``mark`` columns (see revision f2c6a8e1d9b4)."""
     if dialect == 'postgresql':
-        return _PG_FUNCTIONS + _pg_triggers()
+        return _pg_functions(marks) + _pg_triggers()
     if dialect == 'mysql':
-        return _MYSQL_PROCEDURES + _mysql_triggers()
+        return [_marked(st, marks, _MYSQL_MARK) for st in
+                _MYSQL_PROCEDURES + _mysql_triggers()]
     if dialect == 'sqlite':
-        return _sqlite_triggers()
+        return [_marked(st, marks, _SQLITE_MARK)
+                for st in _sqlite_triggers()]
     raise NotImplementedError(dialect)
+
+
+def _has_marks(conn):
+    """Whether the change tables have their ``mark`` columns (a database
+    between revisions d7e2b9c41f05 and f2c6a8e1d9b4 has not)."""
+    return 'mark' in {c['name'] for c in
+                      sa.inspect(conn).get_columns('placement_change_slots')}
+
+
+def _epoch_bump(conn):
+    """The statement moving the epoch: its counter, and its mark."""
+    if _has_marks(conn):
+        return ('UPDATE placement_change_slots SET seq = seq + 1, mark = %d '
+                'WHERE slot = %d' % (random_mark(), EPOCH_SLOT))
+    return ('UPDATE placement_change_slots SET seq = seq + 1 '
+            'WHERE slot = %d' % EPOCH_SLOT)
+
+
+def random_mark():
+    """A bump's mark made here (a new epoch's; a new slot's): random,
+    below 2**53 as the triggers' own."""
+    return int.from_bytes(os.urandom(7), 'big') >> 3
 
 
 def _run(conn, statement):
@@ -375,7 +437,7 @@ def install(conn):
     procedures) is replaced."""
     if conn.dialect.name == 'mysql':
         _run(conn, 'DROP PROCEDURE IF EXISTS placement_log_change')
-    for statement in _statements(conn.dialect.name):
+    for statement in _statements(conn.dialect.name, _has_marks(conn)):
         _run(conn, statement)
 
 
@@ -386,8 +448,7 @@ def reinstall(conn):
     statement), may not all be logged, so every process reloads once."""
     remove(conn)
     install(conn)
-    _run(conn, 'UPDATE placement_change_slots SET seq = seq + 1 '
-               'WHERE slot = %d' % EPOCH_SLOT)
+    _run(conn, _epoch_bump(conn))
 
 
 def remove(conn):

@@ -9,7 +9,6 @@ Indexes are chosen for the allocation-candidate queries: capacity lookups by
 (provider, class), usage sums by (provider, class), trait and aggregate
 membership by either side.
 """
-import os
 
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -197,20 +196,25 @@ class ChangeSlot(BASE):
     one per slot of providers (provider id mod change_triggers.SLOTS),
     bumped by the triggers of placement/db/change_triggers.py; slot -1
     holds a random epoch, new with every database, that a bulk load or a
-    rename moves (see placement.objects.changes). Not upstream's."""
+    rename moves (see placement.objects.changes). ``mark`` is random, new
+    with every bump: a restored copy that counts to the same ``seq``
+    again does not repeat it. Not upstream's."""
     __tablename__ = 'placement_change_slots'
     slot = sa.Column(sa.Integer, primary_key=True, autoincrement=False)
     seq = sa.Column(sa.BigInteger, nullable=False)
+    mark = sa.Column(sa.BigInteger, nullable=False, server_default='0')
 
 
 class Change(BASE):
     """Which providers each counted change touched: (slot, seq) is the
-    slot's counter after the change. Not upstream's."""
+    slot's counter after the change, ``mark`` the bump's. Not
+    upstream's."""
     __tablename__ = 'placement_changes'
     slot = sa.Column(sa.Integer, primary_key=True, autoincrement=False)
     seq = sa.Column(sa.BigInteger, primary_key=True, autoincrement=False)
     resource_provider_id = sa.Column(sa.Integer, primary_key=True,
                                      autoincrement=False)
+    mark = sa.Column(sa.BigInteger, nullable=False, server_default='0')
 
 
 # Core Table objects for the read paths: no ORM instances on hot paths.
@@ -236,10 +240,12 @@ CHANGE_SLOTS = change_triggers.SLOTS
 def change_slot_rows():
     """The rows a new placement_change_slots table starts with: every
     counter at 0, and a random epoch that tells this database from any
-    other (or from a re-created one) at the same counters."""
-    epoch = int.from_bytes(os.urandom(7), 'big')
-    return ([{'slot': -1, 'seq': epoch}] +
-            [{'slot': s, 'seq': 0} for s in range(CHANGE_SLOTS)])
+    other (or from a re-created one) at the same counters; each with a
+    random mark."""
+    mark = change_triggers.random_mark
+    return ([{'slot': -1, 'seq': mark(), 'mark': mark()}] +
+            [{'slot': s, 'seq': 0, 'mark': mark()}
+             for s in range(CHANGE_SLOTS)])
 
 
 @sa.event.listens_for(CHANGE_SLOT, 'after_create')

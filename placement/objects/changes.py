@@ -20,6 +20,19 @@ reader checking "max(id) > last" misses late committers.) Every bump logs
 at least one row, so a reader that finds a gap in the sequence numbers
 knows the log was pruned under it, and reloads.
 
+History may also go back: a restore from a backup, a point-in-time
+recovery, a failover to a standby that lagged. The counters then stand
+where the copy left them, and new writes count them up again, past
+values a reader has seen, with other changes behind them. So every bump
+also leaves a random ``mark``, on the counter and on its log rows, and a
+reader holds (counter, mark) per slot: the same counter with another
+mark, a counter lower than seen, or a log whose row at the counter the
+reader saw bears another mark, all say "not the history I followed",
+and the reader loads everything again. A copy cannot show a bump's mark
+without holding that bump and every earlier one of its slot (it is
+random, 53 bits), so a slot whose (counter, mark) is the one seen, or
+whose log continues from it, changed only as its log says.
+
 A database without the change tables or the triggers (one upstream's
 placement-manage made and ours has not upgraded) is not counted; the
 readers then read SQL, and look again every ``RECHECK_SECONDS``.
@@ -107,45 +120,75 @@ def new_epoch(conn):
     tables)."""
     if counted(conn):
         conn.execute(_SLOT.update().where(_SLOT.c.slot == EPOCH_SLOT)
-                     .values(seq=models.change_slot_rows()[0]['seq']))
+                     .values(seq=change_triggers.random_mark(),
+                             mark=change_triggers.random_mark()))
 
 
 def counters(conn):
-    """(epoch, {slot: seq}): where the change counters stand now."""
-    current = dict(conn.execute(sa.select(_SLOT.c.slot, _SLOT.c.seq)).all())
+    """(epoch, {slot: (seq, mark)}): where the change counters stand now;
+    the epoch as (seq, mark) too."""
+    current = {s: (n, m) for s, n, m in conn.execute(
+        sa.select(_SLOT.c.slot, _SLOT.c.seq, _SLOT.c.mark))}
     return current.pop(EPOCH_SLOT, None), current
+
+
+_NEVER = (0, None)
 
 
 def behind(seen, current):
     """How many changes the counters ``current`` are past ``seen`` (both
-    {slot: seq} of one epoch); None when the log no longer holds them all
-    (a slot moved on by ``KEEP`` or more, or back)."""
+    {slot: (seq, mark)} of one epoch); None when the log cannot say which:
+    it no longer holds them all (a slot moved on by ``KEEP`` or more), or
+    ``seen`` is not in ``current``'s history (a slot back, or at the
+    same count with another mark)."""
     count = 0
-    for s, v in current.items():
-        was = seen.get(s, 0)
-        if v < was or v - was >= KEEP:
+    for s, (n, mark) in current.items():
+        was, was_mark = seen.get(s, _NEVER)
+        if n < was or n - was >= KEEP or (n == was and mark != was_mark):
             return None
-        count += v - was
+        count += n - was
     return count
 
 
+def ahead(seen, current):
+    """Whether ``seen`` is past ``current`` on some slot (a snapshot
+    written after ``current`` was read, or one of another history)."""
+    return any(n > current.get(s, _NEVER)[0]
+               for s, (n, _) in seen.items())
+
+
 def logged(conn, seen, current):
-    """Ids of the providers logged between ``seen`` and ``current``; None
-    when a sequence number is missing: the log was pruned between the
-    caller's read of the counters and this read (every bump logs a row)."""
-    moved = sorted((s, v) for s, v in current.items()
-                   if seen.get(s, 0) != v)
-    rows = []
-    # A few slots per statement: 64 ORed ranges make a long plan.
-    for i in range(0, len(moved), 16):
-        conds = [sa.and_(_CHANGE.c.slot == s, _CHANGE.c.seq > seen.get(s, 0),
-                         _CHANGE.c.seq <= v) for s, v in moved[i:i + 16]]
-        rows += conn.execute(sa.select(
-            _CHANGE.c.slot, _CHANGE.c.seq,
-            _CHANGE.c.resource_provider_id).where(sa.or_(*conds))).all()
-    if len({(s, n) for s, n, _ in rows}) != behind(seen, current):
+    """Ids of the providers logged between ``seen`` and ``current`` (as
+    ``behind`` takes them); None when the log cannot say: a sequence
+    number is missing (the log was pruned between the caller's read of
+    the counters and this read; every bump logs a row), or the rows at
+    either end bear other marks than the counters (another history)."""
+    count = behind(seen, current)
+    if count is None:
         return None
-    return {r[2] for r in rows}
+    moved = sorted((s, seen.get(s, _NEVER), now)
+                   for s, now in current.items() if seen.get(s) != now)
+    rows = []
+    # A few slots per statement: 64 ORed ranges make a long plan. Each
+    # range starts at the row of the counter seen, to check its mark.
+    for i in range(0, len(moved), 16):
+        conds = [sa.and_(_CHANGE.c.slot == s, _CHANGE.c.seq >= was[0],
+                         _CHANGE.c.seq <= now[0])
+                 for s, was, now in moved[i:i + 16]]
+        rows += conn.execute(sa.select(
+            _CHANGE.c.slot, _CHANGE.c.seq, _CHANGE.c.mark,
+            _CHANGE.c.resource_provider_id).where(sa.or_(*conds))).all()
+    marks = {(s, n): m for s, n, m, _ in rows}
+    for s, was, now in moved:
+        if marks.get((s, now[0])) != now[1]:
+            return None
+        # Counter 0 has no row: every history of the slot starts there.
+        if was[0] and marks.get((s, was[0])) != was[1]:
+            return None
+    ends = {(s, was[0]) for s, was, _ in moved}
+    if len(marks.keys() - ends) != count:
+        return None
+    return {rp for s, n, _, rp in rows if (s, n) not in ends}
 
 
 @db_api.writer

@@ -158,4 +158,19 @@ def _new_epoch(engine):
     with engine.begin() as conn:
         conn.execute(models.CHANGE_SLOT.update().where(
             models.CHANGE_SLOT.c.slot == epoch['slot']).values(
-                seq=epoch['seq']))
+                seq=epoch['seq'], mark=epoch['mark']))
+
+
+def first_change_tables(conn):
+    """The change tables as our first revision (c3a1f0e2d4b7) made them,
+    with their rows: no ``mark`` columns (f2c6a8e1d9b4 adds them), no
+    triggers. (The models' tables have the later columns.)"""
+    meta = sa.MetaData()
+    for table in (models.CHANGE_SLOT, models.CHANGE):
+        sa.Table(table.name, meta, *[
+            sa.Column(c.name, c.type, primary_key=c.primary_key,
+                      autoincrement=False, nullable=c.nullable)
+            for c in table.columns if c.name != 'mark']).create(conn)
+    conn.execute(meta.tables[models.CHANGE_SLOT.name].insert(), [
+        {'slot': r['slot'], 'seq': r['seq']}
+        for r in models.change_slot_rows()])

@@ -97,10 +97,10 @@ def _catches_up(snap, epoch, current):
     database is at ``epoch`` and counters ``current``: of that epoch, and
     as recent or behind by no more than the change log holds and a
     catch-up is worth (the log's rows are read after, and may still tell
-    it was pruned meanwhile)."""
+    it was pruned meanwhile, or of another history)."""
     if snap.epoch != epoch:
         return False
-    if all(snap.slots.get(s, 0) >= v for s, v in current.items()):
+    if snap.slots == current:
         return True
     behind = changes.behind(snap.slots, current)
     return behind is not None and behind <= _overlay_limit(snap.n)
@@ -467,7 +467,8 @@ class World:
         if behind == 0:
             return None
         if behind is None:
-            return 'behind the change log'
+            # Or back: a restore, a failover (changes.behind).
+            return 'behind the change log, or off it'
         if behind > max(_CHUNK, self.count // 2):
             # Reading the log and then most providers by id costs more
             # than reading every provider at once.
@@ -484,7 +485,7 @@ class World:
             return 'many changes since the snapshot'
         ids = changes.logged(conn, self.slots, current)
         if ids is None:
-            return 'change log pruned while read'
+            return 'change log pruned while read, or not the one seen'
         self._apply(ctx, conn, ids)
         PARTIAL_LOADS.inc()
         PROVIDERS_READ.inc(len(ids))
@@ -531,6 +532,10 @@ class World:
                                                         conn.engine))
             # A file too old to catch up from is read again, whole.
             epoch, current = changes.counters(conn)
+            if snap is not None and snap.epoch == epoch and \
+                    changes.ahead(snap.slots, current):
+                # Newer than this transaction's counters: _from_file.
+                return False
             if snap is not None and _catches_up(snap, epoch, current):
                 if not catch_up_apart:
                     return False
@@ -630,22 +635,39 @@ class World:
     def _from_file(self, ctx, conn, path, epoch, current):
         """Take the node's snapshot file if it is of this epoch, newer
         than this world's base and no further behind ``current`` than a
-        catch-up covers; then catch up. False if not."""
+        catch-up covers, in the database's history; then catch up. False
+        if not. A file past ``current`` was written since it was read
+        (by another process, while this one waited for the file's lock):
+        it is checked against counters read again, on a connection of
+        its own (``conn``'s transaction may see the database as it was)."""
         if self.loads and snapshot.inode(path) == self.base.ino:
             return False
         snap = snapshot.open_file(path)
-        if snap is None or not _catches_up(snap, epoch, current):
+        if snap is None or snap.epoch != epoch:
             return False
-        ahead = all(snap.slots.get(s, 0) >= v for s, v in current.items())
-        ids = None if ahead else changes.logged(conn, snap.slots, current)
-        if not ahead and ids is None:
+        if not changes.ahead(snap.slots, current):
+            return self._catch_up_from(ctx, conn, snap, epoch, current)
+        with conn.engine.connect() as fresh:
+            with fresh.begin():
+                return self._catch_up_from(ctx, fresh, snap,
+                                           *changes.counters(fresh))
+
+    def _catch_up_from(self, ctx, conn, snap, epoch, current):
+        """Take ``snap`` and read what changed since, if the database at
+        ``epoch`` and ``current`` can say what that is."""
+        if not _catches_up(snap, epoch, current):
             return False
+        ids = set()
+        if snap.slots != current:
+            ids = changes.logged(conn, snap.slots, current)
+            if ids is None:
+                return False
         self._use(ctx, snap)
         self.slots = snap.slots
         if ids:
             self._apply(ctx, conn, ids)
-            self.slots = current
             PROVIDERS_READ.inc(len(ids))
+        self.slots = current
         return True
 
     def _reading(self, conn, epoch, current):

@@ -541,7 +541,7 @@ def test_a_log_pruned_between_the_two_reads_is_noticed(ctx):
             first = conn.execute(sa.select(sa.func.min(
                 models.CHANGE.c.seq)).where(
                 models.CHANGE.c.slot == changes.slot_of(rid),
-                models.CHANGE.c.seq > other.slots[changes.slot_of(rid)])
+                models.CHANGE.c.seq > other.slots[changes.slot_of(rid)][0])
             ).scalar()
             conn.execute(models.CHANGE.delete().where(
                 models.CHANGE.c.slot == changes.slot_of(rid),

@@ -40,7 +40,9 @@ def upgrade():
                   autoincrement=False),
         sa.Column('resource_provider_id', sa.Integer, primary_key=True,
                   autoincrement=False))
-    op.bulk_insert(slots, models.change_slot_rows())
+    # Without the marks a later revision adds (f2c6a8e1d9b4).
+    op.bulk_insert(slots, [{'slot': r['slot'], 'seq': r['seq']}
+                           for r in models.change_slot_rows()])
 
 
 def downgrade():
