@@ -599,3 +599,41 @@ def test_a_rendering_that_fails_leaves_the_file_without_it(
         assert first.base.path and first.base.rendered_key is None
     assert any('rendering the trees' in r.getMessage()
                for r in caplog.records)
+
+
+def _damaged(path, how, uuid):
+    """Damage the node's file in place, as an outside hand may."""
+    with open(path, 'r+b') as f:
+        data = f.read()
+        if how == 'a uuid in its column changed':
+            # The first copy of ``uuid`` is the column's (the rendered
+            # trees come after): another valid uuid, a wrong answer.
+            at = data.index(uuid.encode())
+            f.seek(at)
+            f.write(b'0' if data[at:at + 1] != b'0' else b'1')
+        elif how == 'its last byte cut':
+            f.truncate(len(data) - 1)
+        else:
+            f.truncate(len(data) // 2)
+
+
+@pytest.mark.parametrize('how', ['a uuid in its column changed',
+                                 'its last byte cut', 'cut in half'])
+def test_a_damaged_node_file_is_logged_ignored_and_written_again(
+        shared, full_reads, caplog, how):
+    """Before a process maps the file it checks its size and checksum:
+    a damaged one gives no answer; it is logged once per process, and the
+    world is read from the database and written to the file again."""
+    with _app_and_engine() as (app, engine):
+        _cloud, a = _cloud_of_one(app)
+        path = _process(engine).base.path
+        _damaged(path, how, a)
+        later = _process(engine)
+        assert full_reads[-1] is later and len(full_reads) == 2
+        assert a in later.by_uuid and _vcpu(later, a) == (4, 0)
+        assert later.base.path == path
+        assert snapshot.open_file(path).n == 1
+    warnings = [r for r in caplog.records if r.levelname == 'WARNING'
+                and path in r.getMessage() and 'damaged' in r.getMessage()]
+    assert len(warnings) == 1
+
