@@ -38,6 +38,7 @@ import os
 import pickle
 import struct
 import tempfile
+import weakref
 import zlib
 
 from oslo_log import log as logging
@@ -79,6 +80,7 @@ class Snapshot:
         self._buf = buf
         self.path = path
         self.ino = ino
+        self._fd = self._stat = None
         mv = memoryview(buf)[:length]
         if bytes(mv[:8]) != _MAGIC:
             raise ValueError('not a world snapshot')
@@ -111,6 +113,30 @@ class Snapshot:
         self.shapes = head['shapes']
         # Column cls's sets of class ids (frozensets), by index.
         self.class_sets = head['class_sets']
+
+    def watch(self, fd, stat):
+        """Keep ``fd``, the mapped file's (closed with the snapshot), to
+        tell by ``intact`` whether it changed since ``stat``."""
+        self._fd, self._stat = fd, (stat.st_size, stat.st_mtime_ns)
+        weakref.finalize(self, os.close, fd)
+
+    def intact(self):
+        """Whether the mapped file is as it was when checked (its size and
+        modification time; True for a snapshot in memory). The writer
+        never changes a file it renamed into place, so a change is an
+        outside hand's: a file cut short kills with SIGBUS the process
+        that touches a page past its end (CPython cannot catch it), so
+        the caller asks before each request and leaves the mapping
+        unread when not. A cut between this and the read still kills;
+        this narrows it to a request's time."""
+        if self._fd is None:
+            return True
+        try:
+            stat = os.fstat(self._fd)
+        except OSError:
+            # Its descriptor closed by another hand: not known, so not.
+            return False
+        return (stat.st_size, stat.st_mtime_ns) == self._stat
 
     def _rendered_from(self, mv, size):
         """Read the rendered section after the snapshot's ``size`` bytes
@@ -511,10 +537,11 @@ def open_file(path):
             snap = Snapshot(buf, path, stat.st_ino, len(buf) - _SEAL.size)
         except Exception as exc:
             why = 'unreadable (%s)' % exc
-    os.close(fd)
     if why is not None:
+        os.close(fd)
         _damaged(path, stat, why)
         return None
+    snap.watch(fd, stat)
     return snap
 
 

@@ -428,6 +428,13 @@ class World:
         why = None
         if not self.loads:
             why = 'first use'
+        elif self.base.path and not self.base.intact():
+            # Before anything reads the mapping (see Snapshot.intact).
+            why = 'node file changed in place'
+            LOG.warning('Allocation candidates: the node file %s changed '
+                        'in place under this process (damaged by another '
+                        'hand); not read again, the world is loaded anew.',
+                        self.base.path)
         elif epoch != self.epoch:
             why = 'new epoch'
         elif self.base.path and self.changed and \

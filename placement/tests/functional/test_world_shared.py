@@ -9,6 +9,7 @@ goes through each step. That every answer stays the database's through
 all of it is the freshness check's (test_world_freshness.py runs its
 world processes sharing a file, made again every few changes).
 """
+import mmap
 import os
 import threading
 import uuid as uuidlib
@@ -631,9 +632,52 @@ def test_a_damaged_node_file_is_logged_ignored_and_written_again(
         later = _process(engine)
         assert full_reads[-1] is later and len(full_reads) == 2
         assert a in later.by_uuid and _vcpu(later, a) == (4, 0)
-        assert later.base.path == path
+        assert later.base.path == path and later.base.intact()
         assert snapshot.open_file(path).n == 1
     warnings = [r for r in caplog.records if r.levelname == 'WARNING'
                 and path in r.getMessage() and 'damaged' in r.getMessage()]
     assert len(warnings) == 1
 
+
+
+def _hosts(count):
+    world = cw.WorldBuilder()
+    for i in range(count):
+        world.provider('cn%d' % i)
+        world.inventory('cn%d' % i, 'VCPU', 8)
+    return world
+
+
+def test_a_node_file_truncated_under_a_worker_is_left_unread(shared, caplog):
+    """The file cut in place to 4,096 bytes while a worker maps it (an
+    outside hand: the writer renames a new file, never changes one):
+    reading a page past its new end would kill the worker (SIGBUS). Its
+    next request sees that the mapped file's size moved, leaves the
+    mapping untouched and reads the world again: the client is answered.
+    A forked child plays the worker, so that this test run survives it."""
+    with gabbits.app_and_engine_over_world(_hosts(60)) as (app, engine):
+        query = 'resources=VCPU:1'
+        everyone = tcw._providers(app, query)
+        assert len(everyone) == 60
+        path = snapshot.path_for(str(shared), engine)
+        assert os.path.getsize(path) > 4 * mmap.PAGESIZE
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                engine.dispose(close=False)
+                os.truncate(path, 4096)
+                code = 0 if tcw._providers(app, query) == everyone else 4
+            finally:
+                os._exit(code)
+        _pid, status = os.waitpid(pid, 0)
+        # -7: killed by SIGBUS.
+        assert os.waitstatus_to_exitcode(status) == 0
+        # The child wrote the file again; this process, which maps the
+        # one cut too, moves to the new one as well (not reading it).
+        assert snapshot.open_file(path).n == 60
+        assert tcw._providers(app, query) == everyone
+        with engine.connect() as conn:
+            assert world_mod.for_connection(conn).base.intact()
+    assert any(r.levelname == 'WARNING' and path in r.getMessage()
+               for r in caplog.records)

@@ -130,6 +130,30 @@ def test_a_byte_changed_anywhere_or_a_cut_anywhere_is_refused(tmp_path,
         path, 'world')
 
 
+def test_a_mapped_file_changed_in_place_is_no_longer_intact(tmp_path):
+    """What a process asks before each request, without reading the
+    mapping: a newer file renamed over it (the writer's way) leaves its
+    mapping intact; the file cut in place, or written in place (its
+    modification time moves), does not."""
+    data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
+    path = str(tmp_path / 'world')
+    assert snapshot.Snapshot(data).intact()
+    snapshot.write_file(path, data)
+    mapped = snapshot.open_file(path)
+    snapshot.write_file(path, data)
+    assert mapped.intact() and snapshot.open_file(path).ino != mapped.ino
+    for change in ('cut', 'written'):
+        snap = snapshot.open_file(path)
+        assert snap.intact()
+        if change == 'cut':
+            os.truncate(path, 100)
+        else:
+            stat = os.stat(path)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+        assert not snap.intact()
+        snapshot.write_file(path, data)
+
+
 def test_a_dead_writers_temporary_file_goes_with_the_next_write(tmp_path):
     """A process that ends while its thread writes the file leaves the
     temporary file (in /dev/shm: memory until a reboot); the next writer,
