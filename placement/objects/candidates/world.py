@@ -415,6 +415,7 @@ class World:
         self.loading_apart = False      # see engine._ready
         self.reading = False            # see _reading
         self._renewal = None            # (base inode, thread): _renew_apart
+        self._opened = None             # see first_load_is_long
         self._reset(snapshot.Snapshot(snapshot.build(
             [], [], [], [], [], None, {})))
 
@@ -536,6 +537,8 @@ class World:
         if SHARED_DIR and snapshot.shareable(conn.engine):
             snap = snapshot.open_file(snapshot.path_for(SHARED_DIR,
                                                         conn.engine))
+            # For the load that follows: checked once (its checksum).
+            self._opened = snap
             # A file too old to catch up from is read again, whole.
             epoch, current = changes.counters(conn)
             if snap is not None and _catches_up(snap, epoch, current):
@@ -640,7 +643,10 @@ class World:
         catch-up covers; then catch up. False if not."""
         if self.loads and snapshot.inode(path) == self.base.ino:
             return False
-        snap = snapshot.open_file(path)
+        snap, self._opened = self._opened, None
+        if snap is None or snap.ino != snapshot.inode(path) or \
+                not snap.intact():
+            snap = snapshot.open_file(path)
         if snap is None or not _catches_up(snap, epoch, current):
             return False
         ahead = all(snap.slots.get(s, 0) >= v for s, v in current.items())
