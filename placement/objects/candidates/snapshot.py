@@ -15,7 +15,10 @@ lately).
 The file lives in ``[candidates] world_dir`` (by default a directory
 of /dev/shm), one per database, written whole under a lock and
 renamed into place: a reader maps either the old file or the new one,
-never a half-written one.
+never a half-written one. It ends with its length and checksum (the
+seal), checked before anything in it is read: a file damaged by an
+outside hand (cut short, a byte changed) is refused, logged, and
+written again by its reader.
 
 A file may end with every tree's provider summaries, rendered once for
 the node by the process that wrote it (``rendered_section``): a
@@ -35,11 +38,20 @@ import os
 import pickle
 import struct
 import tempfile
+import weakref
+import zlib
 
-_MAGIC = b'PLWORLD6'
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+_MAGIC = b'PLWORLD7'
 # The end of a file with rendered trees: this, then three offsets.
 _RENDERED = b'PLRENDER'
 _TRAILER = struct.Struct('<8sQQQ')
+# The end of every file: this, the length before it, its CRC-32.
+_SEALED = b'PLSEALED'
+_SEAL = struct.Struct('<8sQQ')
 _POPULATE = getattr(mmap, 'MAP_POPULATE', 0)
 _UUID = 36
 # What a uuid the API wrote is made of (SQL by hand may write others).
@@ -64,11 +76,12 @@ class Snapshot:
     sorted (class id, total, reserved, allocation_ratio, min_unit,
     max_unit, step_size, used) rows."""
 
-    def __init__(self, buf, path=None, ino=None):
+    def __init__(self, buf, path=None, ino=None, length=None):
         self._buf = buf
         self.path = path
         self.ino = ino
-        mv = memoryview(buf)
+        self._fd = self._stat = None
+        mv = memoryview(buf)[:length]
         if bytes(mv[:8]) != _MAGIC:
             raise ValueError('not a world snapshot')
         hlen, = struct.unpack_from('<Q', buf, 8)
@@ -100,6 +113,30 @@ class Snapshot:
         self.shapes = head['shapes']
         # Column cls's sets of class ids (frozensets), by index.
         self.class_sets = head['class_sets']
+
+    def watch(self, fd, stat):
+        """Keep ``fd``, the mapped file's (closed with the snapshot), to
+        tell by ``intact`` whether it changed since ``stat``."""
+        self._fd, self._stat = fd, (stat.st_size, stat.st_mtime_ns)
+        weakref.finalize(self, os.close, fd)
+
+    def intact(self):
+        """Whether the mapped file is as it was when checked (its size and
+        modification time; True for a snapshot in memory). The writer
+        never changes a file it renamed into place, so a change is an
+        outside hand's: a file cut short kills with SIGBUS the process
+        that touches a page past its end (CPython cannot catch it), so
+        the caller asks before each request and leaves the mapping
+        unread when not. A cut between this and the read still kills;
+        this narrows it to a request's time."""
+        if self._fd is None:
+            return True
+        try:
+            stat = os.fstat(self._fd)
+        except OSError:
+            # Its descriptor closed by another hand: not known, so not.
+            return False
+        return (stat.st_size, stat.st_mtime_ns) == self._stat
 
     def _rendered_from(self, mv, size):
         """Read the rendered section after the snapshot's ``size`` bytes
@@ -477,29 +514,65 @@ def locked(path):
 
 def open_file(path):
     """The Snapshot in file ``path``, mapped read-only; None if there is
-    none or it is not one."""
+    none, or it is damaged or not one (logged: the caller writes it
+    again)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         # None yet, or not ours to read: the caller reads the database.
         return None
     try:
-        ino = os.fstat(fd).st_ino
+        stat = os.fstat(fd)
         # Mapped whole at once (MAP_POPULATE): the pages are the node's
         # already; touching them one by one later costs a fault each (a
         # random answer's rendered trees are scattered over the file).
-        buf = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | _POPULATE,
-                        prot=mmap.PROT_READ)
+        buf = mmap.mmap(fd, stat.st_size, flags=mmap.MAP_SHARED | _POPULATE,
+                        prot=mmap.PROT_READ) if stat.st_size else None
     except (OSError, ValueError):
-        return None
-    finally:
         os.close(fd)
-    try:
-        return Snapshot(buf, path, ino)
-    except Exception:
-        # Not one of ours, or cut short: the caller writes it again. (The
-        # mapping goes with the last view of it.)
         return None
+    why = _unsealed(buf)
+    if why is None:
+        try:
+            snap = Snapshot(buf, path, stat.st_ino, len(buf) - _SEAL.size)
+        except Exception as exc:
+            why = 'unreadable (%s)' % exc
+    if why is not None:
+        os.close(fd)
+        _damaged(path, stat, why)
+        return None
+    snap.watch(fd, stat)
+    return snap
+
+
+def _unsealed(buf):
+    """Why the mapped file ``buf`` is not whole (None if it is): its size
+    is not the one its seal says, or its checksum differs. The whole
+    file is summed, not its head alone: a byte changed in a column is a
+    wrong answer, not an error (the cost: candidates-engine.rst)."""
+    if buf is None or len(buf) < _SEAL.size:
+        return 'cut short (%d bytes)' % (0 if buf is None else len(buf))
+    magic, length, crc = _SEAL.unpack_from(buf, len(buf) - _SEAL.size)
+    if magic != _SEALED or length != len(buf) - _SEAL.size:
+        return 'cut short or not sealed (%d bytes)' % len(buf)
+    if zlib.crc32(memoryview(buf)[:length]) != crc:
+        return 'checksum differs'
+    return None
+
+
+# (path, inode, size, mtime) of the damaged files this process warned of.
+_WARNED = set()
+
+
+def _damaged(path, stat, why):
+    """Log damaged file ``path`` at WARNING, once per process and state
+    of it (a process may open it several times before it is rewritten)."""
+    key = (path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        LOG.warning('Allocation candidates: the node file %s is damaged '
+                    '(%s); not used, the world is read from the database '
+                    'and the file written again.', path, why)
 
 
 def inode(path):
@@ -542,7 +615,8 @@ def rendered_section(data, key, blobs):
 
 
 def write_file(path, data, more=()):
-    """Write ``data`` (then the chunks of ``more``) to ``path`` whole: to
+    """Write ``data`` (then the chunks of ``more``, then the seal: their
+    length and CRC-32) to ``path`` whole: to
     a temporary file beside it, then renamed over it; then remove the
     files an older version left for the same database (in /dev/shm they
     hold memory until a reboot). The caller holds the file's lock
@@ -560,8 +634,11 @@ def write_file(path, data, more=()):
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(data)
+            length, crc = len(data), zlib.crc32(data)
             for chunk in more:
                 f.write(chunk)
+                length, crc = length + len(chunk), zlib.crc32(chunk, crc)
+            f.write(_SEAL.pack(_SEALED, length, crc))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -415,6 +415,7 @@ class World:
         self.loading_apart = False      # see engine._ready
         self.reading = False            # see _reading
         self._renewal = None            # (base inode, thread): _renew_apart
+        self._opened = None             # see first_load_is_long
         self._reset(snapshot.Snapshot(snapshot.build(
             [], [], [], [], [], None, {})))
 
@@ -428,6 +429,13 @@ class World:
         why = None
         if not self.loads:
             why = 'first use'
+        elif self.base.path and not self.base.intact():
+            # Before anything reads the mapping (see Snapshot.intact).
+            why = 'node file changed in place'
+            LOG.warning('Allocation candidates: the node file %s changed '
+                        'in place under this process (damaged by another '
+                        'hand); not read again, the world is loaded anew.',
+                        self.base.path)
         elif epoch != self.epoch:
             why = 'new epoch'
         elif self.base.path and self.changed and \
@@ -530,6 +538,8 @@ class World:
         if SHARED_DIR and snapshot.shareable(conn.engine):
             snap = snapshot.open_file(snapshot.path_for(SHARED_DIR,
                                                         conn.engine))
+            # For the load that follows: checked once (its checksum).
+            self._opened = snap
             # A file too old to catch up from is read again, whole.
             epoch, current = changes.counters(conn)
             if snap is not None and snap.epoch == epoch and \
@@ -642,7 +652,10 @@ class World:
         its own (``conn``'s transaction may see the database as it was)."""
         if self.loads and snapshot.inode(path) == self.base.ino:
             return False
-        snap = snapshot.open_file(path)
+        snap, self._opened = self._opened, None
+        if snap is None or snap.ino != snapshot.inode(path) or \
+                not snap.intact():
+            snap = snapshot.open_file(path)
         if snap is None or snap.epoch != epoch:
             return False
         if not changes.ahead(snap.slots, current):

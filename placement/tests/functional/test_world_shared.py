@@ -9,6 +9,7 @@ goes through each step. That every answer stays the database's through
 all of it is the freshness check's (test_world_freshness.py runs its
 world processes sharing a file, made again every few changes).
 """
+import mmap
 import os
 import threading
 import uuid as uuidlib
@@ -598,4 +599,105 @@ def test_a_rendering_that_fails_leaves_the_file_without_it(
             first = world_mod.for_connection(conn)
         assert first.base.path and first.base.rendered_key is None
     assert any('rendering the trees' in r.getMessage()
+               for r in caplog.records)
+
+
+def _damaged(path, how, uuid):
+    """Damage the node's file in place, as an outside hand may."""
+    with open(path, 'r+b') as f:
+        data = f.read()
+        if how == 'a uuid in its column changed':
+            # The first copy of ``uuid`` is the column's (the rendered
+            # trees come after): another valid uuid, a wrong answer.
+            at = data.index(uuid.encode())
+            f.seek(at)
+            f.write(b'0' if data[at:at + 1] != b'0' else b'1')
+        elif how == 'its last byte cut':
+            f.truncate(len(data) - 1)
+        else:
+            f.truncate(len(data) // 2)
+
+
+@pytest.mark.parametrize('how', ['a uuid in its column changed',
+                                 'its last byte cut', 'cut in half'])
+def test_a_damaged_node_file_is_logged_ignored_and_written_again(
+        shared, full_reads, caplog, how):
+    """Before a process maps the file it checks its size and checksum:
+    a damaged one gives no answer; it is logged once per process, and the
+    world is read from the database and written to the file again."""
+    with _app_and_engine() as (app, engine):
+        _cloud, a = _cloud_of_one(app)
+        path = _process(engine).base.path
+        _damaged(path, how, a)
+        later = _process(engine)
+        assert full_reads[-1] is later and len(full_reads) == 2
+        assert a in later.by_uuid and _vcpu(later, a) == (4, 0)
+        assert later.base.path == path and later.base.intact()
+        assert snapshot.open_file(path).n == 1
+    warnings = [r for r in caplog.records if r.levelname == 'WARNING'
+                and path in r.getMessage() and 'damaged' in r.getMessage()]
+    assert len(warnings) == 1
+
+
+
+def test_a_process_starting_from_the_file_sums_it_once(shared,
+                                                       monkeypatch):
+    """Whether its first load is long (on a database server) opens the
+    file, and the load itself maps it: the checksum, the bulk of an open
+    (a tenth of a second at a million providers), once."""
+    sums = []
+    real = snapshot._unsealed
+    monkeypatch.setattr(snapshot, '_unsealed',
+                        lambda buf: sums.append(len(buf)) or real(buf))
+    with _app_and_engine() as (app, engine):
+        _cloud, a = _cloud_of_one(app)
+        _process(engine)
+        del sums[:]
+        later = world_mod.World()
+        with engine.connect() as conn:
+            assert not later.first_load_is_long(conn)
+        _refresh(later, engine)
+        assert len(sums) == 1 and later.base.path and a in later.by_uuid
+
+
+def _hosts(count):
+    world = cw.WorldBuilder()
+    for i in range(count):
+        world.provider('cn%d' % i)
+        world.inventory('cn%d' % i, 'VCPU', 8)
+    return world
+
+
+def test_a_node_file_truncated_under_a_worker_is_left_unread(shared, caplog):
+    """The file cut in place to 4,096 bytes while a worker maps it (an
+    outside hand: the writer renames a new file, never changes one):
+    reading a page past its new end would kill the worker (SIGBUS). Its
+    next request sees that the mapped file's size moved, leaves the
+    mapping untouched and reads the world again: the client is answered.
+    A forked child plays the worker, so that this test run survives it."""
+    with gabbits.app_and_engine_over_world(_hosts(60)) as (app, engine):
+        query = 'resources=VCPU:1'
+        everyone = tcw._providers(app, query)
+        assert len(everyone) == 60
+        path = snapshot.path_for(str(shared), engine)
+        assert os.path.getsize(path) > 4 * mmap.PAGESIZE
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                engine.dispose(close=False)
+                os.truncate(path, 4096)
+                code = 0 if tcw._providers(app, query) == everyone else 4
+            finally:
+                os._exit(code)
+        _pid, status = os.waitpid(pid, 0)
+        # -7: killed by SIGBUS.
+        assert os.waitstatus_to_exitcode(status) == 0
+        # The child wrote the file again; this process, which maps the
+        # one cut too, moves to the new one as well (not reading it).
+        assert snapshot.open_file(path).n == 60
+        assert tcw._providers(app, query) == everyone
+        with engine.connect() as conn:
+            assert world_mod.for_connection(conn).base.intact()
+    assert any(r.levelname == 'WARNING' and path in r.getMessage()
                for r in caplog.records)

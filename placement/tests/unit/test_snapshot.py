@@ -101,6 +101,59 @@ def test_a_file_cut_short_is_refused(tmp_path, cut):
     assert snapshot.open_file(path).n == 5
 
 
+def test_a_byte_changed_anywhere_or_a_cut_anywhere_is_refused(tmp_path,
+                                                             caplog):
+    """The seal (length and checksum) is checked before anything is
+    read: every byte of the file counts, the seal's own included."""
+    data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
+    path = str(tmp_path / 'world')
+    snapshot.write_file(path, data, snapshot.rendered_section(
+        data, 'key', [b'tree 1', b'', b'tree 4']))
+    with open(path, 'rb') as f:
+        whole = f.read()
+    # A byte in eight, and every byte of the seal (CI's time).
+    places = sorted(set(range(0, len(whole), 8)) |
+                    set(range(len(whole) - 24, len(whole))))
+    for at in places:
+        with open(path, 'r+b') as f:
+            f.seek(at)
+            f.write(bytes([whole[at] ^ 0x10]))
+        assert snapshot.open_file(path) is None, at
+        with open(path, 'r+b') as f:
+            f.seek(at)
+            f.write(whole[at:at + 1])
+        assert snapshot.open_file(path).n == 5
+    for cut in reversed(places):
+        os.truncate(path, cut)
+        assert snapshot.open_file(path) is None, cut
+    assert 'world is damaged (checksum differs)' in caplog.text.replace(
+        path, 'world')
+
+
+def test_a_mapped_file_changed_in_place_is_no_longer_intact(tmp_path):
+    """What a process asks before each request, without reading the
+    mapping: a newer file renamed over it (the writer's way) leaves its
+    mapping intact; the file cut in place, or written in place (its
+    modification time moves), does not."""
+    data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
+    path = str(tmp_path / 'world')
+    assert snapshot.Snapshot(data).intact()
+    snapshot.write_file(path, data)
+    mapped = snapshot.open_file(path)
+    snapshot.write_file(path, data)
+    assert mapped.intact() and snapshot.open_file(path).ino != mapped.ino
+    for change in ('cut', 'written'):
+        snap = snapshot.open_file(path)
+        assert snap.intact()
+        if change == 'cut':
+            os.truncate(path, 100)
+        else:
+            stat = os.stat(path)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+        assert not snap.intact()
+        snapshot.write_file(path, data)
+
+
 def test_a_dead_writers_temporary_file_goes_with_the_next_write(tmp_path):
     """A process that ends while its thread writes the file leaves the
     temporary file (in /dev/shm: memory until a reboot); the next writer,
