@@ -76,6 +76,13 @@ class Account:
             "SELECT routine_name FROM information_schema.routines "
             "WHERE routine_schema = '%s'" % self.name)}
 
+    def extra_version(self):
+        engine = sa.create_engine(self.url)
+        try:
+            return migration.version(engine, migration.EXTRA)
+        finally:
+            engine.dispose()
+
     def missing_triggers(self):
         engine = sa.create_engine(self.url)
         try:
@@ -107,18 +114,37 @@ def test_sync_stops_before_any_change_then_completes(server, account,
     assert 'SUPER' in line and DOC in line, line
     assert account.tables() == set()
 
+    server.root_sql('SET GLOBAL log_bin_trust_function_creators = 1')
+    result = account.run(tmp_path, 'placement-manage', 'db', 'sync')
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert account.missing_triggers() == []
+    assert account.extra_version() == migration.head(migration.EXTRA)
+
+
+def test_status_advises_where_sync_would_stop(server, account, tmp_path):
+    """The state the refusal used to leave (our track at its first
+    revision, no triggers): placement-status names the fix, not only
+    "run db sync", and db sync leaves the revision as it is."""
+    first = 'c3a1f0e2d4b7'
+    engine = sa.create_engine(server.root_url(account.name))
+    try:
+        migration.upgrade(first, engine=engine)
+    finally:
+        engine.dispose()
+
     check = account.run(tmp_path, 'placement-status', 'upgrade', 'check')
     assert check.returncode == 2, check.stdout + check.stderr
     assert 'log_bin_trust_function_creators = 1' in check.stdout
     assert DOC in check.stdout
 
-    server.root_sql('SET GLOBAL log_bin_trust_function_creators = 1')
     result = account.run(tmp_path, 'placement-manage', 'db', 'sync')
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert account.missing_triggers() == []
-    version = account.run(tmp_path, 'placement-manage', 'db', 'version',
-                          '--extra')
-    assert version.stdout.strip() == migration.head(migration.EXTRA)
+    assert result.returncode != 0
+    assert 'log_bin_trust_function_creators' in _one_clear_line(result)
+    assert account.extra_version() == first
+
+    server.root_sql('SET GLOBAL log_bin_trust_function_creators = 1')
+    check = account.run(tmp_path, 'placement-status', 'upgrade', 'check')
+    assert 'log_bin_trust_function_creators' not in check.stdout
 
 
 def test_sync_names_the_missing_schema_grant(server, tmp_path):
