@@ -30,8 +30,10 @@ from placement.cmd import ops as ops_cmd
 from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
+from placement.db import change_triggers
 from placement.db import migration
 from placement.db import startup
+from placement.db import trigger_preflight
 from placement.objects import data_migration
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
@@ -235,6 +237,12 @@ def main(argv=None):
     try:
         return func() or 0
     except alembic_util.CommandError as exc:
+        print('ERROR: %s' % exc, file=sys.stderr)
+        return 1
+    except trigger_preflight.NotReady as exc:
+        print('ERROR: db sync changed nothing: %s' % exc, file=sys.stderr)
+        return 1
+    except change_triggers.InstallFailed as exc:
         print('ERROR: %s' % exc, file=sys.stderr)
         return 1
 

@@ -10,6 +10,7 @@ from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
 from placement.db import migration
+from placement.db import trigger_preflight
 from placement.objects import data_migration
 
 _RUN_MIGRATIONS = ('Run the "placement-manage db online_data_migrations" '
@@ -57,6 +58,12 @@ class Checks(upgradecheck.UpgradeCommands):
         request."""
         current = migration.version(track=migration.EXTRA)
         head = migration.head(migration.EXTRA)
+        blocked = current != head and self._sync_blocked()
+        if blocked:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                details='"placement-manage db sync" will stop before '
+                        'changing anything: %s' % blocked)
         if current is None:
             return upgradecheck.Result(
                 upgradecheck.Code.WARNING,
@@ -68,6 +75,14 @@ class Checks(upgradecheck.UpgradeCommands):
                 details='The extra schema is at revision %s, not %s; run '
                         '"placement-manage db sync".' % (current, head))
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _sync_blocked(self):
+        """What db sync's preflight would refuse (see
+        placement.db.trigger_preflight), or None: "run db sync" alone
+        would send the operator into the same refusal."""
+        with db_api.get_engine().connect() as conn:
+            found = trigger_preflight.problems(conn)
+        return trigger_preflight.advice(found) if found else None
 
     def _check_policy_json(self):
         """JSON policy files are deprecated in favour of YAML."""

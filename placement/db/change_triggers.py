@@ -430,15 +430,64 @@ def _run(conn, statement):
     conn.exec_driver_sql(statement)
 
 
+class InstallFailed(Exception):
+    """The database refused a trigger; what ``install`` made before it is
+    gone again. The message says why, on one line."""
+
+
 def install(conn):
     """Create the triggers on ``conn``'s database (inside its
     transaction where the database allows DDL in one). A procedure left
     by dropped tables (MySQL drops triggers with their table, not
-    procedures) is replaced."""
+    procedures) is replaced.
+
+    All or none: MySQL commits each statement, so a refusal half-way
+    (db sync's preflight passed, then a grant went) drops those made
+    before it, rather than leave writes counted on some tables only;
+    PostgreSQL's transaction undoes them itself."""
     if conn.dialect.name == 'mysql':
         _run(conn, 'DROP PROCEDURE IF EXISTS placement_log_change')
-    for statement in _statements(conn.dialect.name, _has_marks(conn)):
-        _run(conn, statement)
+    done = []
+    try:
+        for statement in _statements(conn.dialect.name, _has_marks(conn)):
+            _run(conn, statement)
+            done.append(statement)
+    except sa.exc.DBAPIError as exc:
+        left = []
+        if conn.dialect.name != 'postgresql':
+            left = _undo(conn, done)
+        undone = ('the triggers made before it were removed' if not left
+                  else 'these made before it could not be removed: %s'
+                  % ', '.join(left))
+        raise InstallFailed(_refused(exc, statement, undone)) from exc
+
+
+_MADE = re.compile(r'\s*CREATE (?:CONSTRAINT )?(TRIGGER|PROCEDURE) (\w+)')
+
+
+def _undo(conn, done):
+    """Drop what ``done`` created, each on its own: the refusal may
+    refuse some drops too (MariaDB asks for SUPER to drop a trigger as
+    to create one, even one that is not there). The names left."""
+    left = []
+    for statement in reversed(done):
+        kind, name = _MADE.match(statement).groups()
+        try:
+            _run(conn, 'DROP %s IF EXISTS %s' % (kind, name))
+        except sa.exc.DBAPIError:
+            left.append(name)
+    return left
+
+
+def _refused(exc, statement, undone):
+    """InstallFailed's one line: the statement, the database's words,
+    what is left, the doc."""
+    from placement.db import trigger_preflight
+    what = ' '.join(statement.split()[:3])
+    text = ' '.join(str(getattr(exc, 'orig', exc)).split())
+    return ('installing the change triggers failed at "%s ...": %s; %s. '
+            'Mend what the error names (see %s) and run placement-manage '
+            'db sync again.' % (what, text, undone, trigger_preflight.DOC))
 
 
 def reinstall(conn):
@@ -446,7 +495,11 @@ def reinstall(conn):
     there are, install these, and move the epoch -- writes committed
     before them, or while they were replaced (MySQL commits each DDL
     statement), may not all be logged, so every process reloads once."""
-    remove(conn)
+    try:
+        remove(conn)
+    except sa.exc.DBAPIError as exc:
+        raise InstallFailed(_refused(
+            exc, 'DROP TRIGGER IF EXISTS', 'no new trigger was made')) from exc
     install(conn)
     _run(conn, _epoch_bump(conn))
 

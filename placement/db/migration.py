@@ -18,6 +18,7 @@ from alembic import script as alembic_script
 import sqlalchemy as sa
 
 from placement.db import api as db_api
+from placement.db import trigger_preflight
 
 LOG = logging.getLogger(__name__)
 
@@ -62,14 +63,26 @@ def upgrade(version='head', engine=None):
     """``'head'``: upstream's track to its head, then ours to its head.
     Another revision moves the track that has it; one of ours comes after
     upstream's head. A database an earlier release of ours stamped is
-    converted first (``_unstack``)."""
+    converted first (``_unstack``). When ours is to move, nothing is
+    done unless the database can take its triggers (``trigger_preflight``
+    raises NotReady): a refusal met half-way left both tracks between
+    revisions."""
     engine = engine or db_api.get_engine()
-    _unstack(engine)
     track = EXTRA if version == 'head' else _track_of(version)
+    if track == EXTRA and _extra_behind(engine):
+        trigger_preflight.check(engine)
+    _unstack(engine)
     alembic_command.upgrade(_alembic_config(engine),
                             'head' if track == EXTRA else version)
     if track == EXTRA:
         alembic_command.upgrade(_alembic_config(engine, EXTRA), version)
+
+
+def _extra_behind(engine):
+    """Whether our track is short of its head (None before its first
+    revision, or while an earlier release's stamp sits in
+    alembic_version)."""
+    return version(engine, EXTRA) != head(EXTRA)
 
 
 def _unstack(engine):
