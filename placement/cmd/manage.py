@@ -51,9 +51,15 @@ class DbCommands:
 
     def sync(self):
         """Upstream's schema track, then ours (see placement.db.migration);
-        one at a time with API nodes migrating at start-up."""
+        one at a time with API nodes migrating at start-up. Change
+        triggers missing or disabled at the head are installed again."""
         with startup.startup_lock():
             migration.upgrade('head')
+            mended = migration.mend_triggers()
+        if mended:
+            print('Change triggers were not firing on %s: installed again '
+                  '(a new epoch: every API process reloads its allocation '
+                  'candidates world).' % mended)
         return 0
 
     def version(self):

@@ -67,6 +67,16 @@ class Checks(upgradecheck.UpgradeCommands):
                 upgradecheck.Code.WARNING,
                 details='The extra schema is at revision %s, not %s; run '
                         '"placement-manage db sync".' % (current, head))
+        # A trigger dropped, or disabled by a bulk tool, counts nothing:
+        # the service answers from SQL until it is back.
+        broken = migration.triggers_not_firing()
+        if broken:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                details='Change triggers are not firing on %s: writes '
+                        'there go uncounted and allocation candidates are '
+                        'answered from SQL; run "placement-manage db '
+                        'sync".' % broken)
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
     def _check_policy_json(self):
