@@ -41,6 +41,10 @@ of resource_providers must CASCADE to resource_provider_traits, whose own
 TRUNCATE trigger starts a new epoch). For them, the test shows that the
 world stays right without the trigger alone, and goes stale without the
 trigger and those others.
+
+Last, triggers that stop firing (disabled on PostgreSQL, or dropped) and
+come back: the database answers meanwhile, and a write made meanwhile,
+never logged, is seen once they are back (a new epoch).
 """
 import contextlib
 import time
