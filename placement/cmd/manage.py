@@ -30,6 +30,7 @@ from placement.cmd import ops as ops_cmd
 from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
+from placement.db import change_triggers
 from placement.db import migration
 from placement.db import startup
 from placement.objects import data_migration
@@ -55,7 +56,9 @@ class DbCommands:
         triggers missing or disabled at the head are installed again."""
         with startup.startup_lock():
             migration.upgrade('head')
-            mended = migration.mend_triggers()
+            # At the head: its triggers may since have been dropped or
+            # disabled, which no revision mends.
+            mended = change_triggers.mend(db_api.get_engine())
         if mended:
             print('Change triggers were not firing on %s: installed again '
                   '(a new epoch: every API process reloads its allocation '

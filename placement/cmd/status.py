@@ -9,6 +9,7 @@ from oslo_upgradecheck import upgradecheck
 from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
+from placement.db import change_triggers
 from placement.db import migration
 from placement.objects import data_migration
 
@@ -69,7 +70,7 @@ class Checks(upgradecheck.UpgradeCommands):
                         '"placement-manage db sync".' % (current, head))
         # A trigger dropped, or disabled by a bulk tool, counts nothing:
         # the service answers from SQL until it is back.
-        broken = migration.triggers_not_firing()
+        broken = change_triggers.not_firing_on(db_api.get_engine())
         if broken:
             return upgradecheck.Result(
                 upgradecheck.Code.FAILURE,

@@ -499,6 +499,27 @@ def describe(broken):
     return ', '.join(parts)
 
 
+def not_firing_on(engine):
+    """``describe(not_firing)`` of ``engine``'s database, or None when
+    every trigger fires (placement-status)."""
+    with engine.connect() as conn:
+        return describe(not_firing(conn)) or None
+
+
+def mend(engine):
+    """Install again the triggers of a database at its head revision
+    some of which are missing (dropped by hand) or disabled (by a bulk
+    tool): no revision would, and the service answers candidates from SQL
+    meanwhile (placement-manage db sync). ``reinstall`` starts a new
+    epoch: writes made meanwhile were not logged. Returns what was wrong,
+    or None."""
+    with engine.begin() as conn:
+        broken = not_firing(conn)
+        if broken:
+            reinstall(conn)
+    return describe(broken) or None
+
+
 def _one(dialect, name):
     for statement in _statements(dialect):
         m = _CREATE.match(statement)

@@ -18,7 +18,6 @@ from alembic import script as alembic_script
 import sqlalchemy as sa
 
 from placement.db import api as db_api
-from placement.db import change_triggers
 
 LOG = logging.getLogger(__name__)
 
@@ -71,32 +70,6 @@ def upgrade(version='head', engine=None):
                             'head' if track == EXTRA else version)
     if track == EXTRA:
         alembic_command.upgrade(_alembic_config(engine, EXTRA), version)
-
-
-def triggers_not_firing(engine=None):
-    """Where the change triggers are missing or disabled (as
-    ``change_triggers.describe`` says it), or None when they all fire."""
-    engine = engine or db_api.get_engine()
-    with engine.connect() as conn:
-        return change_triggers.describe(change_triggers.not_firing(conn)) \
-            or None
-
-
-def mend_triggers(engine=None):
-    """Install again the change triggers of a database whose track of
-    ours is at its head but some of whose triggers are missing (dropped
-    by hand) or disabled (by a bulk tool): no revision would, and the
-    service answers candidates from SQL meanwhile. ``reinstall`` starts a
-    new epoch, as writes made meanwhile were not logged. Returns what was
-    wrong, or None."""
-    engine = engine or db_api.get_engine()
-    if version(engine, EXTRA) != head(EXTRA):
-        return None
-    with engine.begin() as conn:
-        broken = change_triggers.not_firing(conn)
-        if broken:
-            change_triggers.reinstall(conn)
-    return change_triggers.describe(broken) or None
 
 
 def _unstack(engine):
