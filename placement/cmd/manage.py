@@ -53,9 +53,17 @@ class DbCommands:
 
     def sync(self):
         """Upstream's schema track, then ours (see placement.db.migration);
-        one at a time with API nodes migrating at start-up."""
+        one at a time with API nodes migrating at start-up. Change
+        triggers missing or disabled at the head are installed again."""
         with startup.startup_lock():
             migration.upgrade('head')
+            # At the head: its triggers may since have been dropped or
+            # disabled, which no revision mends.
+            mended = change_triggers.mend(db_api.get_engine())
+        if mended:
+            print('Change triggers were not firing on %s: installed again '
+                  '(a new epoch: every API process reloads its allocation '
+                  'candidates world).' % mended)
         return 0
 
     def version(self):

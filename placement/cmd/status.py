@@ -9,6 +9,7 @@ from oslo_upgradecheck import upgradecheck
 from placement import conf as placement_conf
 from placement import context as placement_context
 from placement.db import api as db_api
+from placement.db import change_triggers
 from placement.db import migration
 from placement.db import trigger_preflight
 from placement.objects import data_migration
@@ -74,6 +75,16 @@ class Checks(upgradecheck.UpgradeCommands):
                 upgradecheck.Code.WARNING,
                 details='The extra schema is at revision %s, not %s; run '
                         '"placement-manage db sync".' % (current, head))
+        # A trigger dropped, or disabled by a bulk tool, counts nothing:
+        # the service answers from SQL until it is back.
+        broken = change_triggers.not_firing_on(db_api.get_engine())
+        if broken:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                details='Change triggers are not firing on %s: writes '
+                        'there go uncounted and allocation candidates are '
+                        'answered from SQL; run "placement-manage db '
+                        'sync".' % broken)
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
     def _sync_blocked(self):

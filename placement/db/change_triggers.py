@@ -526,20 +526,32 @@ def remove(conn):
         _run(conn, 'DROP PROCEDURE IF EXISTS placement_log_change')
 
 
-def _present(conn):
+def _on_database(conn):
+    """{name: whether it fires} of the triggers on the database. On
+    PostgreSQL a trigger disabled (``ALTER TABLE ... DISABLE TRIGGER``,
+    as bulk tools and some replication set-ups do: pg_trigger.tgenabled
+    'D') or made to fire only for replication ('R') is there but counts
+    nothing an ordinary session writes. MySQL, MariaDB and SQLite cannot
+    disable a trigger, only drop it."""
     dialect = conn.dialect.name
     if dialect == 'sqlite':
-        query = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        query = "SELECT name, 1 FROM sqlite_master WHERE type = 'trigger'"
     elif dialect == 'postgresql':
-        query = ('SELECT tgname FROM pg_trigger WHERE NOT tgisinternal '
-                 'AND tgrelid IN (SELECT oid FROM pg_class WHERE '
-                 'relnamespace = current_schema()::regnamespace)')
+        query = ("SELECT tgname, tgenabled IN ('O', 'A') FROM pg_trigger "
+                 'WHERE NOT tgisinternal AND tgrelid IN (SELECT oid FROM '
+                 'pg_class WHERE relnamespace = '
+                 'current_schema()::regnamespace)')
     elif dialect == 'mysql':
-        query = ('SELECT trigger_name FROM information_schema.triggers '
+        query = ('SELECT trigger_name, 1 FROM information_schema.triggers '
                  'WHERE trigger_schema = DATABASE()')
     else:
-        return set()
-    return {r[0] for r in conn.exec_driver_sql(query)}
+        return {}
+    return {r[0]: bool(r[1]) for r in conn.exec_driver_sql(query)}
+
+
+def _present(conn):
+    """The triggers on the database that fire."""
+    return {name for name, fires in _on_database(conn).items() if fires}
 
 
 _CREATE = re.compile(
@@ -571,8 +583,55 @@ def installed(conn):
 
 
 def missing(conn):
-    """The triggers ``install`` makes that the database lacks, sorted."""
+    """The triggers ``install`` makes that the database lacks, or has
+    but will not fire (disabled), sorted."""
     return sorted(_wanted(conn) - _present(conn))
+
+
+def not_firing(conn):
+    """{table: {trigger: 'missing' or 'disabled'}}: where writes go
+    uncounted, and why; empty when every trigger ``install`` makes is
+    there and fires."""
+    on_db = _on_database(conn)
+    out = {}
+    for name, table, _ in made(conn.dialect.name):
+        fires = on_db.get(name)
+        if not fires:
+            out.setdefault(table, {})[name] = (
+                'missing' if fires is None else 'disabled')
+    return out
+
+
+def describe(broken):
+    """``not_firing``'s answer for a message: 'inventories (7 disabled),
+    traits (1 missing)'."""
+    parts = []
+    for table in sorted(broken):
+        whys = sorted(broken[table].values())
+        parts.append('%s (%s)' % (table, ', '.join(
+            '%d %s' % (whys.count(w), w) for w in sorted(set(whys)))))
+    return ', '.join(parts)
+
+
+def not_firing_on(engine):
+    """``describe(not_firing)`` of ``engine``'s database, or None when
+    every trigger fires (placement-status)."""
+    with engine.connect() as conn:
+        return describe(not_firing(conn)) or None
+
+
+def mend(engine):
+    """Install again the triggers of a database at its head revision
+    some of which are missing (dropped by hand) or disabled (by a bulk
+    tool): no revision would, and the service answers candidates from SQL
+    meanwhile (placement-manage db sync). ``reinstall`` starts a new
+    epoch: writes made meanwhile were not logged. Returns what was wrong,
+    or None."""
+    with engine.begin() as conn:
+        broken = not_firing(conn)
+        if broken:
+            reinstall(conn)
+    return describe(broken) or None
 
 
 def _one(dialect, name):

@@ -101,14 +101,27 @@ def _gzipped(chunks):
     yield packer.flush()
 
 
-class _Up:
-    def __init__(self, up):
-        self.up = up
+class _Gauge:
+    def __init__(self, name, text, value):
+        self.name, self.text, self.value = name, text, value
 
     def collect(self):
-        yield metrics_core.GaugeMetricFamily(
-            'openstack_placement_up',
-            'Whether the placement database could be read.', value=self.up)
+        yield metrics_core.GaugeMetricFamily(self.name, self.text,
+                                             value=self.value)
+
+
+def _up_gauge(up):
+    return _Gauge('openstack_placement_up',
+                  'Whether the placement database could be read.', up)
+
+
+def _counted_gauge(counted):
+    """0 while the database's change triggers are missing or disabled
+    (candidates answered from SQL; the WARNING says where)."""
+    return _Gauge('placement_candidates_world_counted',
+                  'Whether the database counts its changes, so that '
+                  'allocation candidates are answered from memory.',
+                  1 if counted else 0)
 
 
 def _read(context):
@@ -116,6 +129,15 @@ def _read(context):
         return metrics_obj.inventory_usage(context)
     except Exception as exc:  # noqa: BLE001 - reported as up = 0
         LOG.warning('Metrics: the database could not be read: %s', exc)
+        return None
+
+
+def _counted(context):
+    try:
+        return metrics_obj.counts_changes(context)
+    except Exception as exc:  # noqa: BLE001 - the family is left out
+        LOG.warning('Metrics: whether the database counts its changes '
+                    'could not be read: %s', exc)
         return None
 
 
@@ -132,7 +154,10 @@ def scrape(req):
         raise
     rows = _read(context)
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
-    registry.register(_Up(0 if rows is None else 1))
+    registry.register(_up_gauge(0 if rows is None else 1))
+    counted = None if rows is None else _counted(context)
+    if counted is not None:
+        registry.register(_counted_gauge(counted))
     request_metrics.collect_into(registry)
     chunks = [exposition.generate_latest(registry)]
     if rows is not None:

@@ -34,8 +34,11 @@ random, 53 bits), so a slot whose (counter, mark) is the one seen, or
 whose log continues from it, changed only as its log says.
 
 A database without the change tables or the triggers (one upstream's
-placement-manage made and ours has not upgraded) is not counted; the
-readers then read SQL, and look again every ``RECHECK_SECONDS``.
+placement-manage made and ours has not upgraded), or whose triggers are
+disabled (PostgreSQL's ``ALTER TABLE ... DISABLE TRIGGER``), is not
+counted; the readers then read SQL, and look again every
+``RECHECK_SECONDS``; when the triggers fire again, a new epoch (see
+``counted``).
 """
 import threading
 import time
@@ -67,6 +70,8 @@ def slot_of(rp_id):
 # engine -> (whether its database counts changes, when that was asked).
 _COUNTED = weakref.WeakKeyDictionary()
 _COUNTED_LOCK = threading.Lock()
+# Engines whose new epoch _renew_apart is committing: not counted yet.
+_RENEWING = weakref.WeakSet()
 
 
 def _ask(conn):
@@ -74,18 +79,34 @@ def _ask(conn):
     if not (inspector.has_table(_SLOT.name) and
             inspector.has_table(_CHANGE.name)):
         return False, 'the change tables are missing'
-    missing = change_triggers.missing(conn)
-    if missing:
-        return False, 'triggers missing: %s' % ', '.join(missing)
+    if change_triggers.missing(conn):
+        return False, 'triggers not firing on %s' % change_triggers.describe(
+            change_triggers.not_firing(conn))
     return True, None
+
+
+def not_counted_why(conn):
+    """Why the database of ``conn`` does not count its changes (the
+    tables lacking, or which triggers on which tables are missing or
+    disabled), asked now; None when it does."""
+    return _ask(conn)[1]
 
 
 def counted(conn):
     """Whether the database of ``conn`` (a Connection) counts changes:
-    has our change tables and triggers. Asked on ``conn`` itself (on
-    SQLite another connection would wait for this one's write lock), again
-    every RECHECK_SECONDS, so a process notices a database upgraded (or
-    taken back to upstream's schema) under it."""
+    has our change tables and triggers, firing. Asked on ``conn`` itself
+    (on SQLite another connection would wait for this one's write lock),
+    again every RECHECK_SECONDS, so a process notices a database upgraded
+    (or taken back to upstream's schema), or triggers dropped or disabled
+    and back, under it.
+
+    When they come back, the writes made meanwhile were never logged: the
+    counters, not moved, would tell every world "nothing changed". So the
+    process that sees it starts a new epoch first (``_renew_apart``) and
+    answers from SQL until that is committed; every process, and the
+    node's shared file, then reload. Triggers disabled and enabled again
+    between two rechecks of every process go unseen (see
+    doc/source/candidates-engine.rst)."""
     engine = conn.engine
     now = time.monotonic()
     known = _COUNTED.get(engine)
@@ -95,7 +116,15 @@ def counted(conn):
         known = _COUNTED.get(engine)
         if known is not None and now - known[1] < RECHECK_SECONDS:
             return known[0]
+        if engine in _RENEWING:
+            return False
         answer, why = _ask(conn)
+        if known is not None and answer and not known[0]:
+            # Back: counted once the new epoch is in.
+            _COUNTED[engine] = (False, now)
+            _RENEWING.add(engine)
+            _renew_apart(engine)
+            return False
         if known is None or known[0] != answer:
             if answer:
                 LOG.info('Database counts its changes: allocation '
@@ -108,10 +137,42 @@ def counted(conn):
         return answer
 
 
+def _renew_apart(engine):
+    """A new epoch, committed on a connection of its own (the request's
+    may read a replica, or on SQLite hold the write lock, which this
+    waits for); the engine is then counted. On failure it is asked again
+    at the next recheck."""
+    target = db_api.get_engine() if db_api.replica_configured() else engine
+
+    def renew():
+        try:
+            with target.begin() as conn:
+                conn.execute(_SLOT.update().where(_SLOT.c.slot == EPOCH_SLOT)
+                             .values(seq=models.change_slot_rows()[0]['seq']))
+        except Exception as exc:  # noqa: BLE001 - asked again later
+            LOG.warning('Database counts its changes again, but a new '
+                        'epoch could not be started (%s): allocation '
+                        'candidates stay answered from SQL.', exc)
+            with _COUNTED_LOCK:
+                _RENEWING.discard(engine)
+            return
+        with _COUNTED_LOCK:
+            _COUNTED[engine] = (True, time.monotonic())
+            _RENEWING.discard(engine)
+        LOG.warning('Database counts its changes again: a new epoch was '
+                    'started (writes made meanwhile were not logged), so '
+                    'every process reloads its allocation candidates '
+                    'world.')
+
+    threading.Thread(target=renew, name='placement-new-epoch',
+                     daemon=True).start()
+
+
 def forget_counted():
     """Ask again at the next request (tests, after changing the schema)."""
     with _COUNTED_LOCK:
         _COUNTED.clear()
+        _RENEWING.clear()
 
 
 def new_epoch(conn):

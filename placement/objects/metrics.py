@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import models
+from placement.objects import changes
 
 _ALLOC = models.ALLOC
 _INV = models.INV
@@ -53,3 +54,11 @@ def inventory_usage(ctx):
         return cursor.fetchall()
     finally:
         cursor.close()
+
+
+@db_api.reader
+def counts_changes(ctx):
+    """Whether the database counts its changes, so that allocation
+    candidates are answered from memory (``changes.counted``: asked
+    again every RECHECK_SECONDS, which then logs why not at WARNING)."""
+    return changes.counted(ctx.session.connection())

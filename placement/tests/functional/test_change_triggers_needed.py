@@ -41,8 +41,13 @@ of resource_providers must CASCADE to resource_provider_traits, whose own
 TRUNCATE trigger starts a new epoch). For them, the test shows that the
 world stays right without the trigger alone, and goes stale without the
 trigger and those others.
+
+Last, triggers that stop firing (disabled on PostgreSQL, or dropped) and
+come back: the database answers meanwhile, and a write made meanwhile,
+never logged, is seen once they are back (a new epoch).
 """
 import contextlib
+import time
 import uuid as uuidlib
 
 import pytest
@@ -412,3 +417,96 @@ def test_every_trigger_on_the_database_is_checked(db):
     on_db = {(n, t) for n, t, _ in freshness.triggers(engine)}
     assert on_db == {(n, t) for n, t, _ in TRIGGERS}
     assert {(t, e) for _, t, e in TRIGGERS} <= set(writes(DIALECT))
+
+
+# -- triggers that stop firing, and come back -------------------------------
+
+_INVENTORIES = [n for n, table, _ in TRIGGERS if table == 'inventories']
+
+
+def _stop(conn, how):
+    """The inventories' triggers made to count nothing: disabled (as
+    bulk tools and some replication set-ups do; PostgreSQL only) or
+    dropped."""
+    if how == 'disabled':
+        conn.exec_driver_sql('ALTER TABLE inventories DISABLE TRIGGER USER')
+    else:
+        for name in _INVENTORIES:
+            change_triggers.drop_one(conn, name)
+
+
+def _start(conn, how):
+    if how == 'disabled':
+        conn.exec_driver_sql('ALTER TABLE inventories ENABLE TRIGGER USER')
+    else:
+        for name in _INVENTORIES:
+            change_triggers.install_one(conn, name)
+
+
+def _renewed(engine):
+    """Wait for the new epoch a process starts when it sees its
+    triggers back (changes._renew_apart)."""
+    for _ in range(500):
+        if engine not in changes._RENEWING:
+            return
+        time.sleep(0.01)
+    raise AssertionError('no new epoch')
+
+
+@pytest.mark.parametrize('how', [
+    pytest.param('disabled', marks=pytest.mark.skipif(
+        DIALECT != 'postgresql', reason='only PostgreSQL disables one')),
+    'dropped'])
+def test_writes_while_not_firing_are_seen_after(how, db, monkeypatch):
+    """A world loaded, the inventories' triggers stopped, a total changed
+    by SQL, the triggers back: the counters did not move, yet the world
+    must not answer as before the write."""
+    app, engine = db
+    answers = Answers(app, monkeypatch)
+    monkeypatch.setattr(changes, 'RECHECK_SECONDS', 0)
+    statements, query = writes(DIALECT)[('inventories', 'UPDATE')]
+    _reset(engine)
+    changes.forget_counted()
+    before = answers.world(query)
+    try:
+        with engine.begin() as conn:
+            _stop(conn, how)
+        # Seen at the next request: the database answers.
+        assert answers.sql(query) == before
+        assert answers._get(query) == before
+        assert answers.by['world'] == 1
+        _write(engine, statements)
+    finally:
+        with engine.begin() as conn:
+            _start(conn, how)
+    after = answers.sql(query)
+    assert after != before
+    # The triggers seen back: the database answers until a new epoch...
+    assert answers._get(query) == after
+    _renewed(engine)
+    # ...which the world loads.
+    assert answers.world(query) == after
+
+
+@pytest.mark.parametrize('how', [
+    pytest.param('disabled', marks=pytest.mark.skipif(
+        DIALECT != 'postgresql', reason='only PostgreSQL disables one')),
+    'dropped'])
+def test_not_firing_says_where_and_why(how, db):
+    _app, engine = db
+    try:
+        with engine.begin() as conn:
+            _stop(conn, how)
+        with engine.connect() as conn:
+            stopped = change_triggers.not_firing(conn)
+            why = changes.not_counted_why(conn)
+    finally:
+        with engine.begin() as conn:
+            _start(conn, how)
+    word = how.replace('dropped', 'missing')
+    assert stopped == {'inventories': dict.fromkeys(_INVENTORIES, word)}
+    assert why == 'triggers not firing on inventories (%d %s)' % (
+        len(_INVENTORIES), word)
+    with engine.connect() as conn:
+        assert change_triggers.not_firing(conn) == {}
+        assert changes.not_counted_why(conn) is None

@@ -263,6 +263,53 @@ def test_upgrade_check_warns_without_our_schema_track(conf_dir, empty_db):
                    '"placement-manage db sync".'}
 
 
+@pytest.fixture
+def migrated_db():
+    # A template's copy on PostgreSQL: no migration to wait for.
+    db = test_db.TestDatabase(migrate=True)
+    yield db
+    db.drop()
+
+
+def test_triggers_not_firing_fail_the_check_and_db_sync_mends_them(
+        tmp_path, migrated_db):
+    """A bulk tool disabled the inventories' triggers (PostgreSQL; a
+    trigger dropped elsewhere): the check fails naming the table and the
+    command, which installs them again though the revision is current."""
+    import json
+
+    from placement.db import change_triggers
+    conf_dir = tmp_path
+    (conf_dir / 'placement.conf').write_text(
+        '[placement_database]\nconnection = %s\n' % migrated_db.url)
+    engine = migrated_db.engine
+    pg = engine.dialect.name == 'postgresql'
+    with engine.begin() as conn:
+        if pg:
+            conn.exec_driver_sql('ALTER TABLE inventories DISABLE TRIGGER '
+                                 'USER')
+        else:
+            change_triggers.drop_one(conn, 'placement_chg_inventories_update')
+        epoch = conn.execute(sa.select(models.CHANGE_SLOT.c.seq).where(
+            models.CHANGE_SLOT.c.slot == -1)).scalar()
+    check = status(conf_dir, 'upgrade', 'check', '--json')
+    assert check.returncode == 2, check.stdout + check.stderr
+    last = json.loads(check.stdout)['checks'][-1]
+    assert last['result'] == 2
+    assert 'not firing on inventories (' in last['details']
+    assert '"placement-manage db sync"' in last['details']
+
+    result = manage(conf_dir, 'db', 'sync')
+    assert result.returncode == 0, result.stderr
+    assert 'Change triggers were not firing on inventories (' in (
+        result.stdout)
+    with engine.connect() as conn:
+        assert change_triggers.not_firing(conn) == {}
+        assert conn.execute(sa.select(models.CHANGE_SLOT.c.seq).where(
+            models.CHANGE_SLOT.c.slot == -1)).scalar() != epoch
+    assert status(conf_dir, 'upgrade', 'check').returncode == 0
+
+
 def test_upgrade_check_fails_on_a_json_policy_file(conf_dir, tmp_path):
     assert manage(conf_dir, 'db', 'sync').returncode == 0
     policy = tmp_path / 'policy.json'

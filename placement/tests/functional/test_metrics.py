@@ -252,3 +252,59 @@ def test_gauges_render_as_the_library_renders_them():
     registry.register(Reference())
     assert metrics_handler.render_gauges(rows) == (
         exposition.generate_latest(registry))
+
+
+def test_triggers_not_firing_are_said(caplog):
+    """Triggers disabled (PostgreSQL) or dropped: /metrics says the
+    database does not count its changes, the WARNING says where and what
+    mends it."""
+    import logging
+
+    from placement.db import change_triggers
+    from placement.objects import changes
+    from placement.tests.functional import candidate_worlds as cw
+    from placement.tests.functional.fixtures import gabbits
+
+    def scrape(app):
+        resp = webob.Request.blank('/metrics', headers={
+            'x-auth-token': 'admin', 'accept': 'text/plain'}).get_response(
+                app)
+        assert resp.status_int == 200
+        return _families(resp.text)
+
+    name = 'placement_chg_inventories_update'
+    with gabbits.app_and_engine_over_world(
+            cw.WorldBuilder(), {('metrics', 'enabled'): True}) as (app,
+                                                                   engine):
+        pg = engine.dialect.name == 'postgresql'
+        changes.forget_counted()
+        assert _sample(scrape(app), 'placement_candidates_world_counted',
+                       'placement_candidates_world_counted') == 1
+        with engine.begin() as conn:
+            if pg:
+                conn.exec_driver_sql(
+                    'ALTER TABLE inventories DISABLE TRIGGER USER')
+            else:
+                change_triggers.drop_one(conn, name)
+        changes.forget_counted()
+        try:
+            with caplog.at_level(logging.WARNING):
+                fams = scrape(app)
+        finally:
+            with engine.begin() as conn:
+                if pg:
+                    conn.exec_driver_sql(
+                        'ALTER TABLE inventories ENABLE TRIGGER USER')
+                else:
+                    change_triggers.install_one(conn, name)
+            changes.forget_counted()
+    assert _sample(fams, 'placement_candidates_world_counted',
+                   'placement_candidates_world_counted') == 0
+    said = [r.getMessage() for r in caplog.records
+            if 'does not count its changes' in r.getMessage()]
+    assert len(said) == 1
+    disabled = len([n for n, table, _ in change_triggers.made('postgresql')
+                    if table == 'inventories'])
+    assert ('triggers not firing on inventories (%s)' % (
+        '%d disabled' % disabled if pg else '1 missing')) in said[0]
+    assert 'placement-manage db sync' in said[0]
