@@ -56,10 +56,7 @@ class DbCommands:
         one at a time with API nodes migrating at start-up. Change
         triggers missing or disabled at the head are installed again."""
         with startup.startup_lock():
-            migration.upgrade('head')
-            # At the head: its triggers may since have been dropped or
-            # disabled, which no revision mends.
-            mended = change_triggers.mend(db_api.get_engine())
+            mended = migration.upgrade('head')
         if mended:
             print('Change triggers were not firing on %s: installed again '
                   '(a new epoch: every API process reloads its allocation '

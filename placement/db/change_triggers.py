@@ -70,6 +70,11 @@ RENAMES = {'resource_classes': ('id', 'name'), 'traits': ('id', 'name')}
 
 _EVENTS = ('INSERT', 'UPDATE', 'DELETE')
 
+# Where the privileges installing the triggers needs are told (errors
+# name it).
+PRIVILEGES_DOC = ('doc/source/upgrade.rst, section "Database privileges '
+                  'for the change triggers"')
+
 
 def _name(table, event):
     return 'placement_chg_%s_%s' % (table, event.lower())
@@ -482,12 +487,11 @@ def _undo(conn, done):
 def _refused(exc, statement, undone):
     """InstallFailed's one line: the statement, the database's words,
     what is left, the doc."""
-    from placement.db import trigger_preflight
     what = ' '.join(statement.split()[:3])
     text = ' '.join(str(getattr(exc, 'orig', exc)).split())
     return ('installing the change triggers failed at "%s ...": %s; %s. '
             'Mend what the error names (see %s) and run placement-manage '
-            'db sync again.' % (what, text, undone, trigger_preflight.DOC))
+            'db sync again.' % (what, text, undone, PRIVILEGES_DOC))
 
 
 def reinstall(conn):

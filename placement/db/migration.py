@@ -18,6 +18,7 @@ from alembic import script as alembic_script
 import sqlalchemy as sa
 
 from placement.db import api as db_api
+from placement.db import change_triggers
 from placement.db import trigger_preflight
 
 LOG = logging.getLogger(__name__)
@@ -66,7 +67,9 @@ def upgrade(version='head', engine=None):
     converted first (``_unstack``). When ours is to move, nothing is
     done unless the database can take its triggers (``trigger_preflight``
     raises NotReady): a refusal met half-way left both tracks between
-    revisions."""
+    revisions. At the head, change triggers since dropped or disabled
+    are installed again (no revision would): returns which were, or
+    None."""
     engine = engine or db_api.get_engine()
     track = EXTRA if version == 'head' else _track_of(version)
     if track == EXTRA and _extra_behind(engine):
@@ -76,6 +79,13 @@ def upgrade(version='head', engine=None):
                             'head' if track == EXTRA else version)
     if track == EXTRA:
         alembic_command.upgrade(_alembic_config(engine, EXTRA), version)
+    if version != 'head':
+        return None
+    mended = change_triggers.mend(engine)
+    if mended:
+        LOG.warning('Change triggers were not firing on %s: installed '
+                    'again.', mended)
+    return mended
 
 
 def _extra_behind(engine):

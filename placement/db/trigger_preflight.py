@@ -21,8 +21,7 @@ import sqlalchemy as sa
 
 from placement.db import change_triggers
 
-DOC = ('doc/source/upgrade.rst, section "Database privileges for the '
-       'change triggers"')
+DOC = change_triggers.PRIVILEGES_DOC
 
 
 class NotReady(Exception):

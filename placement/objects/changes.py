@@ -70,7 +70,7 @@ def slot_of(rp_id):
 # engine -> (whether its database counts changes, when that was asked).
 _COUNTED = weakref.WeakKeyDictionary()
 _COUNTED_LOCK = threading.Lock()
-# Engines whose new epoch _renew_apart is committing: not counted yet.
+# Engines whose new epoch _new_epoch_apart is committing: not counted yet.
 _RENEWING = weakref.WeakSet()
 
 
@@ -102,7 +102,7 @@ def counted(conn):
 
     When they come back, the writes made meanwhile were never logged: the
     counters, not moved, would tell every world "nothing changed". So the
-    process that sees it starts a new epoch first (``_renew_apart``) and
+    process that sees it starts a new epoch first (``_new_epoch_apart``) and
     answers from SQL until that is committed; every process, and the
     node's shared file, then reload. Triggers disabled and enabled again
     between two rechecks of every process go unseen (see
@@ -123,7 +123,7 @@ def counted(conn):
             # Back: counted once the new epoch is in.
             _COUNTED[engine] = (False, now)
             _RENEWING.add(engine)
-            _renew_apart(engine)
+            _new_epoch_apart(engine)
             return False
         if known is None or known[0] != answer:
             if answer:
@@ -137,7 +137,7 @@ def counted(conn):
         return answer
 
 
-def _renew_apart(engine):
+def _new_epoch_apart(engine):
     """A new epoch, committed on a connection of its own (the request's
     may read a replica, or on SQLite hold the write lock, which this
     waits for); the engine is then counted. On failure it is asked again
@@ -147,8 +147,7 @@ def _renew_apart(engine):
     def renew():
         try:
             with target.begin() as conn:
-                conn.execute(_SLOT.update().where(_SLOT.c.slot == EPOCH_SLOT)
-                             .values(seq=models.change_slot_rows()[0]['seq']))
+                conn.execute(_epoch_moved())
         except Exception as exc:  # noqa: BLE001 - asked again later
             LOG.warning('Database counts its changes again, but a new '
                         'epoch could not be started (%s): allocation '
@@ -180,9 +179,13 @@ def new_epoch(conn):
     writes made with the triggers off (bulk loads straight into the
     tables)."""
     if counted(conn):
-        conn.execute(_SLOT.update().where(_SLOT.c.slot == EPOCH_SLOT)
-                     .values(seq=change_triggers.random_mark(),
-                             mark=change_triggers.random_mark()))
+        conn.execute(_epoch_moved())
+
+
+def _epoch_moved():
+    """The statement starting a new epoch: a random one, with its mark."""
+    return _SLOT.update().where(_SLOT.c.slot == EPOCH_SLOT).values(
+        seq=change_triggers.random_mark(), mark=change_triggers.random_mark())
 
 
 def counters(conn):

@@ -50,6 +50,7 @@ import sqlalchemy as sa
 
 from placement.db import migration
 from placement.tests import db as test_db
+from placement.tests.functional import freshness_backups as backups
 from placement.tests.functional import freshness_queries as queries
 from placement.tests.functional import freshness_writes as writes
 from placement.tests.functional import upstream_venv
@@ -327,6 +328,7 @@ class Check:
         self.api = writes.ApiWrites()
         self.sqlw = writes.SqlWrites()
         self.managew = writes.ManageWrites()
+        self.backups = backups.Backups()
         self.history = collections.deque(maxlen=tail)
         self.snap = None
         self.since_reload = []
@@ -340,9 +342,15 @@ class Check:
 
     def _writer(self):
         """Who writes this step: 'ours' (our API), 'upstream' (its API),
-        'hand' (SQL) or 'manage' (placement-manage)."""
-        if self.rnd.random() < 0.004:
+        'hand' (SQL), 'manage' (placement-manage) or, where SQL by hand
+        writes, 'operator' (a backup taken or restored)."""
+        if self.backups.due():
+            return 'operator'
+        draw = self.rnd.random()
+        if draw < 0.004:
             return 'manage'
+        if draw < 0.008 and self.mode in ('sql', 'all'):
+            return 'operator'
         others = {'ours': [], 'upstream': ['upstream'], 'sql': ['hand'],
                   'all': ['upstream', 'hand']}[self.mode]
         return self.rnd.choice(['ours'] * max(1, len(others)) + others)
@@ -354,12 +362,18 @@ class Check:
             w = self.sqlw.make(self.rnd, snap, self.favour)
         elif writer == 'manage':
             w = self.managew.make(self.rnd, snap)
+        elif writer == 'operator':
+            w = self.backups.make(self.rnd)
         if w is None:
             w = self.api.make(self.rnd, snap, self.favour and
                               self.favour.split()[-1])
             writer = 'upstream' if writer == 'upstream' else 'ours'
         w.writer = writer
-        if w.sql is not None:
+        if w.act is not None:
+            w.by = 'operator'
+            w.act(self.cluster.engine)
+            w.status = 'done'
+        elif w.sql is not None:
             w.by = 'hand'
             with self.cluster.engine.begin() as conn:
                 for text, params in w.sql:
@@ -586,6 +600,7 @@ def run_on(cluster, mode, steps, seed, keep_going=False, progress=None,
                 result.cpu = cluster.cpu() - cpu
                 progress(result)
     finally:
+        check.backups.close()
         result.elapsed = time.monotonic() - start
         result.cpu = cluster.cpu() - cpu
     return result

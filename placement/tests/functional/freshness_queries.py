@@ -61,7 +61,7 @@ class Focus:
 def focus_of(w, snap):
     """The Focus of write ``w`` (``snap``: the database before it)."""
     f = Focus()
-    if w.sql is None and w.manage is not None:
+    if w.act is not None or (w.sql is None and w.manage is not None):
         return f
     if w.sql is None:
         for part in w.path.split('/'):

@@ -161,14 +161,16 @@ class Snapshot:
 class Write:
     """One write: an API request (``method``, ``path``, ``version``,
     ``body``), SQL statements typed by hand (``sql``: [(text, params)]),
-    or a placement-manage command (``manage``: args; after the SQL when
-    both are given). ``kind`` names it in
+    a placement-manage command (``manage``: args; after the SQL when
+    both are given), or an operator's act on the database (``act``: a
+    function of the engine; freshness_backups). ``kind`` names it in
     counts and reports; ``writer`` (ours, upstream, hand, manage) and
     ``by`` (the process) are filled in when it runs."""
 
     def __init__(self, kind, method=None, path=None, version=None,
-                 body=None, sql=None, manage=None):
+                 body=None, sql=None, manage=None, act=None):
         self.kind = kind
+        self.act = act
         self.method, self.path, self.version = method, path, version
         self.body = body
         self.sql = sql
@@ -187,7 +189,9 @@ class Write:
                 'headers': {'x-roles': 'admin,service'}}
 
     def __str__(self):
-        if self.sql is not None:
+        if self.act is not None:
+            what = 'the database\'s own tools'
+        elif self.sql is not None:
             what = '; '.join('%s %s' % (t, p or '') for t, p in self.sql)
             if self.manage is not None:
                 what += '; placement-manage ' + ' '.join(self.manage)

@@ -445,7 +445,7 @@ def _start(conn, how):
 
 def _renewed(engine):
     """Wait for the new epoch a process starts when it sees its
-    triggers back (changes._renew_apart)."""
+    triggers back (changes._new_epoch_apart)."""
     for _ in range(500):
         if engine not in changes._RENEWING:
             return
