@@ -536,7 +536,10 @@ def _on_database(conn):
     as bulk tools and some replication set-ups do: pg_trigger.tgenabled
     'D') or made to fire only for replication ('R') is there but counts
     nothing an ordinary session writes. MySQL, MariaDB and SQLite cannot
-    disable a trigger, only drop it."""
+    disable a trigger, only drop it; on MySQL a trigger calling our
+    procedure when the procedure is gone (a dump made without
+    ``--routines`` restored into a new database) fails every write it
+    sees, and is counted as not firing."""
     dialect = conn.dialect.name
     if dialect == 'sqlite':
         query = "SELECT name, 1 FROM sqlite_master WHERE type = 'trigger'"
@@ -546,7 +549,11 @@ def _on_database(conn):
                  'pg_class WHERE relnamespace = '
                  'current_schema()::regnamespace)')
     elif dialect == 'mysql':
-        query = ('SELECT trigger_name, 1 FROM information_schema.triggers '
+        query = ("SELECT trigger_name, LOCATE('placement_log_change', "
+                 'action_statement) = 0 OR EXISTS (SELECT 1 FROM '
+                 'information_schema.routines WHERE routine_schema = '
+                 "DATABASE() AND routine_name = 'placement_log_change') "
+                 'FROM information_schema.triggers '
                  'WHERE trigger_schema = DATABASE()')
     else:
         return {}
@@ -593,16 +600,19 @@ def missing(conn):
 
 
 def not_firing(conn):
-    """{table: {trigger: 'missing' or 'disabled'}}: where writes go
+    """{table: {trigger: 'missing', 'disabled' or (MySQL) 'without
+    procedure'}}: where writes go
     uncounted, and why; empty when every trigger ``install`` makes is
     there and fires."""
     on_db = _on_database(conn)
+    stopped = ('without procedure' if conn.dialect.name == 'mysql'
+               else 'disabled')
     out = {}
     for name, table, _ in made(conn.dialect.name):
         fires = on_db.get(name)
         if not fires:
             out.setdefault(table, {})[name] = (
-                'missing' if fires is None else 'disabled')
+                'missing' if fires is None else stopped)
     return out
 
 
