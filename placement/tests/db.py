@@ -47,7 +47,16 @@ class TestDatabase:
             self._admin_url = admin
             if schema and admin.get_backend_name() == 'postgresql':
                 template = _pg_template(admin, migrate)
-            _create_database(admin, self.name, template)
+            try:
+                _create_database(admin, self.name, template)
+            except sa.exc.ProgrammingError:
+                if not template:
+                    raise
+                # A server made again at the same address (a cluster
+                # test's): its templates went with the old one.
+                _TEMPLATES.clear()
+                template = _pg_template(admin, migrate)
+                _create_database(admin, self.name, template)
             self.url = admin.set(database=self.name).render_as_string(
                 hide_password=False)
         self.engine = sa.create_engine(self.url)

@@ -50,7 +50,7 @@ import sqlalchemy as sa
 
 from placement.db import migration
 from placement.tests import db as test_db
-from placement.tests.functional import freshness_backups as backups
+from placement.tests.functional import freshness_operator as operator
 from placement.tests.functional import freshness_queries as queries
 from placement.tests.functional import freshness_writes as writes
 from placement.tests.functional import upstream_venv
@@ -136,11 +136,13 @@ class Cluster:
     ``trust_triggers``: our processes take the database as counting its
     changes even when a change trigger is missing (they otherwise answer
     with SQL then, and placement-manage reload does nothing), for
-    without_each_trigger."""
+    without_each_trigger. ``recheck_always``: they ask whether it does
+    at every request (freshness_operator turns triggers off and on)."""
 
     def __init__(self, processes=PROCESSES, upstream=False, control=False,
-                 trust_triggers=False):
+                 trust_triggers=False, recheck_always=False):
         self.n_worlds = processes
+        self.recheck_always = recheck_always
         self.with_upstream = upstream
         self.control = control
         self.trust_triggers = trust_triggers
@@ -182,7 +184,8 @@ class Cluster:
         self.share_dir = tempfile.mkdtemp(prefix='placement-world-')
         world = [sys.executable, SERVER, url, '--share', self.share_dir] + (
             ['--reload-every-request'] if self.control else []) + (
-            ['--trust-triggers'] if self.trust_triggers else [])
+            ['--trust-triggers'] if self.trust_triggers else []) + (
+            ['--recheck-always'] if self.recheck_always else [])
         self.worlds = [Child('ours%d' % i, world, env)
                        for i in range(self.n_worlds)]
         self.sql = Child('ours-sql', [sys.executable, SERVER, url, '--sql']
@@ -328,7 +331,7 @@ class Check:
         self.api = writes.ApiWrites()
         self.sqlw = writes.SqlWrites()
         self.managew = writes.ManageWrites()
-        self.backups = backups.Backups()
+        self.operator = operator.Operator()
         self.history = collections.deque(maxlen=tail)
         self.snap = None
         self.since_reload = []
@@ -343,8 +346,8 @@ class Check:
     def _writer(self):
         """Who writes this step: 'ours' (our API), 'upstream' (its API),
         'hand' (SQL), 'manage' (placement-manage) or, where SQL by hand
-        writes, 'operator' (a backup taken or restored)."""
-        if self.backups.due():
+        writes, 'operator' (freshness_operator: backups, triggers)."""
+        if self.operator.due():
             return 'operator'
         draw = self.rnd.random()
         if draw < 0.004:
@@ -363,7 +366,7 @@ class Check:
         elif writer == 'manage':
             w = self.managew.make(self.rnd, snap)
         elif writer == 'operator':
-            w = self.backups.make(self.rnd)
+            w = self.operator.make(self.rnd)
         if w is None:
             w = self.api.make(self.rnd, snap, self.favour and
                               self.favour.split()[-1])
@@ -418,7 +421,8 @@ class Check:
                 child.send(req)
             answers = [child.receive() for child in children]
         for child, answer in zip(self.cluster.worlds, answers[1:]):
-            if answer.get('engine') == 'sql':
+            if answer.get('engine') == 'sql' and \
+                    not self.operator.sql_allowed():
                 raise Mismatch(
                     '%s answered GET %s with the SQL engine, not its world: '
                     'the database does not count its changes (a change '
@@ -570,7 +574,8 @@ def run(mode='ours', steps=1000, seed=0, processes=PROCESSES,
     world reloads before each write, so each failure has one culprit
     (counted in Result.culprits; slower)."""
     with Cluster(processes, upstream=mode in ('upstream', 'all'),
-                 control=control) as cluster:
+                 control=control,
+                 recheck_always=mode in ('sql', 'all')) as cluster:
         rnd = random.Random(seed)
         build_world(cluster, rnd)
         return run_on(cluster, mode, steps, rnd.getrandbits(32),
@@ -600,7 +605,7 @@ def run_on(cluster, mode, steps, seed, keep_going=False, progress=None,
                 result.cpu = cluster.cpu() - cpu
                 progress(result)
     finally:
-        check.backups.close()
+        check.operator.close()
         result.elapsed = time.monotonic() - start
         result.cpu = cluster.cpu() - cpu
     return result

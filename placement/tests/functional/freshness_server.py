@@ -2,6 +2,7 @@
 
 Usage: python freshness_server.py DB_URL [--sql|--reload-every-request]
                                          [--trust-triggers] [--share DIR]
+                                         [--recheck-always]
 
 Serves our WSGI app over an existing database, one request at a time,
 through JSON lines rather than HTTP: each stdin line is {"method",
@@ -26,6 +27,11 @@ still differs from SQL is the check's fault or the engines'.
 ``--trust-triggers`` keeps the world even when a change trigger is
 missing (a process otherwise falls back to the SQL engine, which is
 always fresh): the check's run without each trigger in turn.
+
+``--recheck-always``: the process asks at every request whether the
+database counts its changes (every trigger there and firing), not every
+``changes.RECHECK_SECONDS``: the check turns triggers off and on
+between two steps (freshness_operator.py).
 
 ``--share DIR``: the world processes share their snapshot through a
 file in DIR whatever the world's size, and make a new one after
@@ -162,6 +168,9 @@ def main():
         _always_reload()
     if '--trust-triggers' in sys.argv[2:]:
         _trust_triggers()
+    if '--recheck-always' in sys.argv[2:]:
+        from placement.objects import changes
+        changes.RECHECK_SECONDS = 0
     _track_engines()
     _verify_kept()
     app = _app(url, use_world=not sql)

@@ -1,5 +1,18 @@
-"""Backups taken and restored under running processes, with each
-database's own tools, for the freshness check (freshness.py).
+"""What an operator does to the database under running processes, for
+the freshness check (freshness.py): backups taken and restored with each
+database's own tools, and change triggers turned off and on again.
+
+Triggers off: on PostgreSQL a table's triggers disabled (``ALTER TABLE
+... DISABLE TRIGGER USER``, as bulk tools do), elsewhere dropped (MySQL
+and SQLite cannot disable one); a few steps later enabled or made again.
+Meanwhile every process must answer from the database (it asks at every
+request in this check: ``freshness_server.py --recheck-always``), and
+once they are back, reload: the writes made meanwhile were never
+counted. The check lets a world process answer with SQL from the step
+that turns them off until a few steps after they are back
+(``Operator.sql_allowed``).
+
+Backups:
 
 A restore puts the change counters back where the backup left them; the
 writes after it count them up again to values a process has already
@@ -154,27 +167,89 @@ def _rename_back(engine, short):
     return short
 
 
-class Backups:
-    """The operator's writes: a backup taken (``make``), and restored a
-    few steps later (when ``due``)."""
+def _watched_triggers(dialect, table):
+    return [name for name, t, _ in change_triggers.made(dialect)
+            if t == table]
+
+
+def triggers_off(engine, table):
+    with engine.begin() as conn:
+        if conn.dialect.name == 'postgresql':
+            conn.exec_driver_sql('ALTER TABLE %s DISABLE TRIGGER USER'
+                                 % table)
+            return
+        present = change_triggers._on_database(conn)
+        for name in _watched_triggers(conn.dialect.name, table):
+            if name in present:
+                change_triggers.drop_one(conn, name)
+
+
+def triggers_on(engine, table):
+    """As they were (unless ``placement-manage db sync`` mended them
+    meanwhile), without a new epoch: the processes must see to that."""
+    with engine.begin() as conn:
+        if conn.dialect.name == 'postgresql':
+            conn.exec_driver_sql('ALTER TABLE %s ENABLE TRIGGER USER'
+                                 % table)
+            return
+        present = change_triggers._on_database(conn)
+        for name in _watched_triggers(conn.dialect.name, table):
+            if name not in present:
+                change_triggers.install_one(conn, name)
+
+
+# Steps a world may still answer with SQL after the triggers are back
+# (its first request there starts a new epoch, in a thread).
+_GRACE = 5
+
+
+class Operator:
+    """The operator's writes: a backup taken, and restored a few steps
+    later; a table's triggers turned off, and on again a few steps later.
+    ``due`` says when the second half is."""
 
     def __init__(self):
         self._dir = tempfile.TemporaryDirectory(prefix='placement-backup-')
         self.path = os.path.join(self._dir.name, 'backup')
         self.restore_in = None
+        self.on_in = None
+        self.off_table = None
+        self.grace = 0
         self.touches = 0
 
     def due(self):
-        """Whether this step restores the backup."""
-        if self.restore_in is None:
-            return False
-        self.restore_in -= 1
-        return self.restore_in == 0
+        """Whether this step is the second half of an earlier one."""
+        if self.grace:
+            self.grace -= 1
+        for name in ('restore_in', 'on_in'):
+            left = getattr(self, name)
+            if left:
+                setattr(self, name, left - 1)
+        return self.restore_in == 0 or self.on_in == 0
+
+    def sql_allowed(self):
+        """Whether a world process may answer from the database now."""
+        return self.off_table is not None or self.grace > 0
 
     def make(self, rnd):
         if self.restore_in == 0:
             self.restore_in = None
             return writes.Write('restore', act=self._restore)
+        if self.on_in == 0:
+            self.on_in = None
+            table, self.off_table = self.off_table, None
+            self.grace = _GRACE
+            return writes.Write('triggers_on', act=lambda engine: (
+                triggers_on(engine, table)))
+        if self.off_table is None and (self.restore_in is not None or
+                                       rnd.random() < 0.4):
+            self.off_table = rnd.choice(sorted(change_triggers.WATCHED))
+            self.on_in = rnd.randint(2, 8)
+            table = self.off_table
+            return writes.Write('triggers_off', act=lambda engine: (
+                triggers_off(engine, table)))
+        if self.restore_in is not None:
+            return None
         self.restore_in = rnd.randint(2, 8)
         return writes.Write('backup', act=self._take)
 
