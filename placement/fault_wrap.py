@@ -12,7 +12,7 @@ import sqlalchemy.exc as sa_exc
 import webob.dec
 import webob.exc
 
-from placement.db import change_triggers
+from placement.db import unparsed_triggers
 from placement import errors
 from placement import util
 
@@ -40,7 +40,7 @@ def is_db_unavailable(exc, starting=False):
         return True
     if _mysql_error_code(exc) in GALERA_NOT_READY:
         return True
-    if change_triggers.unparsed_trigger_table(exc) is not None:
+    if unparsed_triggers.unparsed_trigger_table(exc) is not None:
         # Still unparsed after the writer's retries (db/api.py): a
         # database fault the client can retry, not a bug of ours.
         return True

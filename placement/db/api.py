@@ -20,7 +20,7 @@ from oslo_db.sqlalchemy import enginefacade
 import sqlalchemy as sa
 
 from placement import conf as placement_conf
-from placement.db import change_triggers
+from placement.db import unparsed_triggers
 
 LOG = logging.getLogger(__name__)
 
@@ -334,12 +334,12 @@ UNPARSED_TRIGGER_LOG = 'MariaDB left a change trigger unparsed'
 
 def note_unparsed_trigger(exc, where):
     """``exc`` is MariaDB's unparsed change trigger (see
-    change_triggers.unparsed_trigger_table): reopen the table, so that
+    unparsed_triggers.unparsed_trigger_table): reopen the table, so that
     the retry parses it again, and say so; False for any other error."""
     if not isinstance(exc, (oslo_db_exc.DBError, sa.exc.DBAPIError)):
         # A refusal of ours (a conflict, a bad value): not the database.
         return False
-    table = change_triggers.unparsed_trigger_table(exc)
+    table = unparsed_triggers.unparsed_trigger_table(exc)
     if table is None:
         return False
     now = time.monotonic()
@@ -349,7 +349,7 @@ def note_unparsed_trigger(exc, where):
                     UNPARSED_TRIGGER_LOG, table, where, exc)
         try:
             with get_engine().connect() as conn:
-                change_triggers.reopen_tables(conn, table)
+                unparsed_triggers.reopen_tables(conn, table)
         except Exception as reopen_exc:
             LOG.error('Could not reopen %s: %s', table, reopen_exc)
     return True

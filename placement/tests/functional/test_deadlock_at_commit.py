@@ -118,8 +118,9 @@ def test_gives_up_with_a_conflict_not_a_crash(ctx, fail_commits):
 
 
 # What MariaDB 10.11 on Galera answered in the cluster tests, for a write
-# whose open table held an unparsed trigger (see change_triggers.
-# unparsed_trigger_table), and what it says when it kept the name.
+# whose open table held an unparsed trigger (see
+# unparsed_triggers.unparsed_trigger_table), and what it says when it kept
+# the name.
 UNPARSED = {
     'allocations': (
         "(pymysql.err.ProgrammingError) (1064, \"Unknown trigger has an "
