@@ -163,7 +163,7 @@ class Write:
     ``body``), SQL statements typed by hand (``sql``: [(text, params)]),
     a placement-manage command (``manage``: args; after the SQL when
     both are given), or an operator's act on the database (``act``: a
-    function of the engine; freshness_backups). ``kind`` names it in
+    function of the engine; freshness_operator). ``kind`` names it in
     counts and reports; ``writer`` (ours, upstream, hand, manage) and
     ``by`` (the process) are filled in when it runs."""
 
