@@ -15,8 +15,10 @@ import threading
 import uuid as uuidlib
 
 import pytest
+import sqlalchemy as sa
 
 from placement import context
+from placement.db import change_triggers
 from placement.objects.candidates import model
 from placement.objects.candidates import snapshot
 from placement.objects.candidates import world as world_mod
@@ -115,6 +117,40 @@ def test_a_later_process_maps_the_file_and_catches_up(shared, full_reads):
         _refresh(first, engine)
         assert _vcpu(first, a) == (4, 3) and b in first.by_uuid
         assert first.loads == 1 and second.loads == 1
+
+
+def _as_another_history(engine, rp_uuid, total):
+    """Provider ``rp_uuid``'s VCPU total set to ``total``, its slot's
+    counter then put back where it was with another mark: what a database
+    restored from a backup, or a standby that lagged, shows at the count
+    the node's file was written at, with other data behind it."""
+    with engine.begin() as conn:
+        rp = conn.execute(sa.text('SELECT id FROM resource_providers '
+                                  'WHERE uuid = :u'), {'u': rp_uuid}).scalar()
+        conn.execute(sa.text('UPDATE inventories SET total = :t '
+                             'WHERE resource_provider_id = :rp'),
+                     {'t': total, 'rp': rp})
+    slot = {'s': changes.slot_of(rp), 'm': change_triggers.random_mark()}
+    with engine.begin() as conn:
+        conn.execute(sa.text('DELETE FROM placement_changes WHERE slot = :s '
+                             'AND seq = (SELECT seq FROM '
+                             'placement_change_slots WHERE slot = :s)'),
+                     slot)
+        conn.execute(sa.text('UPDATE placement_change_slots SET seq = '
+                             'seq - 1, mark = :m WHERE slot = :s'), slot)
+
+
+def test_a_file_of_another_history_is_not_taken(shared, full_reads):
+    with _app_and_engine() as (app, engine):
+        _cloud, a = _cloud_of_one(app, vcpu=4)
+        first = _process(engine)
+        _as_another_history(engine, a, 2)
+        # Every counter is what the file was written at; one mark is not.
+        second = _process(engine)
+        assert full_reads == [first, second]
+        assert _vcpu(second, a) == (2, 0)
+        _refresh(first, engine)
+        assert _vcpu(first, a) == (2, 0)
 
 
 def test_a_newer_file_after_many_changes_and_the_others_follow(
