@@ -79,6 +79,10 @@ def _ask(conn):
     if not (inspector.has_table(_SLOT.name) and
             inspector.has_table(_CHANGE.name)):
         return False, 'the change tables are missing'
+    if 'mark' not in {c['name'] for c in inspector.get_columns(_SLOT.name)}:
+        # A release before revision f2c6a8e1d9b4 left them (a node of
+        # this one started before db sync): its counters cannot be read.
+        return False, 'the change tables have no marks yet'
     if change_triggers.missing(conn):
         return False, 'triggers not firing on %s' % change_triggers.describe(
             change_triggers.not_firing(conn))

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from placement.db import migration
 from placement.db import models
+from placement.objects import changes
 from placement.tests import db as test_db
 
 # Upstream's revisions, oldest first: a database upstream's
@@ -140,6 +141,25 @@ def test_upgrade_is_a_no_op_at_head(empty_db):
     migration.upgrade('head', engine=empty_db.engine)
     migration.upgrade('head', engine=empty_db.engine)
     assert _at_heads(empty_db.engine)
+
+
+def test_a_database_before_the_marks_is_answered_from_sql(empty_db):
+    """A node of this release started before db sync, over the change
+    tables a release before f2c6a8e1d9b4 made: not counted (candidates
+    from SQL) rather than a 500 reading counters without marks; counted
+    once the revision is in."""
+    migration.upgrade('e4b8d2a6c913', engine=empty_db.engine)
+    changes.forget_counted()
+    with empty_db.engine.connect() as conn:
+        assert not changes.counted(conn)
+        assert changes.not_counted_why(conn) == (
+            'the change tables have no marks yet')
+    migration.upgrade('head', engine=empty_db.engine)
+    changes.forget_counted()
+    with empty_db.engine.connect() as conn:
+        assert changes.counted(conn)
+        epoch, current = changes.counters(conn)
+        assert epoch[1] and all(mark for _, mark in current.values())
 
 
 def test_stamp_then_version(empty_db):
