@@ -33,7 +33,7 @@ DIST_NAME = 'openstack_placement_ng'
 # revision, as upstream's does; "db version --extra" prints our own track's
 # (the change log the candidates' in-memory world reads).
 HEAD = 'a082b8bb98d0'
-EXTRA_HEAD = 'e4b8d2a6c913'
+EXTRA_HEAD = 'f2c6a8e1d9b4'
 BACKENDS = ['sqlite', 'postgresql', 'mysql']
 BACKEND_ENV = {'postgresql': 'PG_URL', 'mysql': 'MYSQL_URL'}
 SERVERS = ['gunicorn', 'uwsgi', 'placement-api']
