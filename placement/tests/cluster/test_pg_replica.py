@@ -299,8 +299,11 @@ def test_candidates_move_to_the_standby(cluster, servers):
     per_req_before = before['primary'] / before['candidates']
     per_req_after = after['primary'] / after['candidates']
     # Near zero: what is left is the primary's own background work
-    # (WAL sender, checkpointer, statistics), not candidate queries.
-    assert per_req_after < 0.1 * per_req_before, results
+    # (WAL sender, checkpointer, statistics), not candidate queries. CPU
+    # is counted in clock ticks (10 ms): a few of them over the run are
+    # that background, whatever the requests.
+    assert (per_req_after < 0.1 * per_req_before or
+            after['primary'] <= 5.0 / _TICK), results
     assert after['standby'] > 5 * after['primary'], results
     # Mixed: the claims still write on the primary; the candidates the
     # claims are built from come from the standby. (Each process answers
