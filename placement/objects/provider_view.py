@@ -50,7 +50,9 @@ def encode_token(epoch, slots):
 
 
 def decode_token(token):
-    """(epoch, {slot: (counter, mark)}); BadToken when malformed."""
+    """(epoch, {slot: (counter, mark)}); BadToken when malformed. A token
+    of a release before the marks (counters alone) decodes with no marks:
+    an answer to it is full."""
     parts = token.split('-')
     if len(parts) != changes.SLOTS + 1:
         raise BadToken(token)
@@ -58,7 +60,11 @@ def decode_token(token):
         pairs = [tuple(int(n, 16) for n in p.split('.')) for p in parts]
     except ValueError:
         raise BadToken(token)
-    if any(len(p) != 2 or min(p) < 0 for p in pairs):
+    if all(len(p) == 1 for p in pairs):
+        pairs = [(p[0], None) for p in pairs]
+    elif any(len(p) != 2 for p in pairs):
+        raise BadToken(token)
+    if any(p[0] < 0 or (p[1] or 0) < 0 for p in pairs):
         raise BadToken(token)
     return pairs[0], dict(enumerate(pairs[1:]))
 
