@@ -22,6 +22,7 @@ STATIC_DIR = os.path.join(
 FILES = {
     'index.html': 'text/html',
     'ui.js': 'text/javascript',
+    'session.js': 'text/javascript',
     'ui.css': 'text/css',
 }
 

@@ -213,6 +213,7 @@ def open_provider(driver, uuid):
 
 def test_static_files_need_no_token_and_data_does(server):
     for path, kind in (('/ui/', 'text/html'), ('/ui/ui.js', 'text/javascript'),
+                       ('/ui/session.js', 'text/javascript'),
                        ('/ui/ui.css', 'text/css')):
         resp = requests.get(server.url + path)
         assert resp.status_code == 200, path
@@ -962,3 +963,94 @@ def test_totals_and_aggregates(page, world):
         'td[data-k="capacity"]').text
     assert disk == '{:,}'.format(900 + 2000)
     browser.screenshot(driver, 'aggregate')
+
+
+# --- issue 49: answers of an ended session, and smaller bugs -----------------
+
+
+def delay_answers(driver, pattern, ms):
+    """Hold each answer whose URL matches ``pattern`` (a regular
+    expression) ``ms`` before the page reads it: a slow server, made in the
+    test's browser alone (the page's fetch wrapped), the product untouched.
+    ``window.heldAnswers`` counts the answers let through."""
+    driver.execute_script('''
+        const re = new RegExp(arguments[0]), ms = arguments[1];
+        const real = window.fetch;
+        window.heldAnswers = 0;
+        window.fetch = (input, init) => real(input, init).then((resp) =>
+          !re.test(String(input)) ? resp : new Promise((ok) => setTimeout(
+            () => { window.heldAnswers += 1; ok(resp); }, ms)));''',
+                          pattern, ms)
+
+
+def fail_fetches(driver, pattern):
+    """Requests whose URL matches ``pattern`` fail as they do when the
+    server is down (a network error), in this page only."""
+    driver.execute_script('''
+        const re = new RegExp(arguments[0]), real = window.fetch;
+        window.fetch = (input, init) => re.test(String(input))
+          ? Promise.reject(new TypeError('Failed to fetch'))
+          : real(input, init);''', pattern)
+
+
+def text_of(driver, id_):
+    return driver.execute_script(
+        'return document.getElementById(arguments[0]).textContent', id_)
+
+
+def value_of(driver, id_):
+    return driver.find_element(By.ID, id_).get_attribute('value')
+
+
+def test_nothing_answered_after_disconnect_or_another_token_is_drawn(
+        page, world):
+    """Lookups in flight when Disconnect is pressed, or another token
+    connects: their answers are dropped, whatever view asked."""
+    driver, expected = page
+    expected.append('status of 403')
+    _api, w = world
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Allocation candidates').click()
+    query = 'resources=VCPU:1&member_of=%s' % AGG
+    _run(driver, 'candidates-query', query)
+    wait(driver, EC.presence_of_element_located((By.ID, 'explain-button')))
+    delay_answers(driver, r'/allocations/|/usages\?|/allocation_candidates\?'
+                  r'|/ops/explain/|/ops/capacity\?', 1500)
+    # Explain, then a consumer, usages, capacity and candidates in flight.
+    driver.execute_script(
+        'window.explainBox = document.getElementById("explain-result");')
+    driver.find_element(By.ID, 'explain-button').click()
+    for hash_, box in (('consumer/' + w['vm2'], 'consumer-result'),
+                       ('usages/%s/%s' % (PROJECT, USER), 'usages-result'),
+                       ('capacity?resources=VCPU:1', 'capacity-result'),
+                       ('candidates?resources=VCPU:2', 'candidates-result')):
+        driver.execute_script('location.hash = arguments[0]', hash_)
+        wait(driver, lambda d: text_of(d, box).endswith('…'))
+    driver.find_element(By.ID, 'disconnect').click()
+    wait(driver, lambda d: d.execute_script(
+        'return window.heldAnswers') == 5)
+    driver.execute_script('return 1')
+    drawn = {box: text_of(driver, box) for box in (
+        'consumer-result', 'usages-result', 'capacity-result',
+        'candidates-result')}
+    assert drawn == dict.fromkeys(drawn, '')
+    assert driver.find_elements(By.ID, 'provider-detail') == []
+    assert driver.execute_script('return window.explainBox.textContent') \
+        == 'Explaining…'
+    assert driver.find_element(By.ID, 'status').text == 'Disconnected.'
+    # Nor do the boxes and the address keep the last session's ids.
+    for box in ('consumer-id', 'usages-project', 'usages-user'):
+        assert value_of(driver, box) == '', box
+    assert driver.execute_script('return location.hash') == ''
+    # Another token (refused) while a consumer's answer is on its way.
+    connected(driver)
+    delay_answers(driver, r'/allocations/', 1500)
+    driver.execute_script('location.hash = arguments[0]',
+                          'consumer/' + w['vm2'])
+    wait(driver, lambda d: text_of(d, 'consumer-result') == 'Loading…')
+    connect(driver, 'nobody')
+    wait(driver, lambda d: 'refused' in d.find_element(By.ID, 'status').text)
+    wait(driver, lambda d: d.execute_script(
+        'return window.heldAnswers') == 1)
+    driver.execute_script('return 1')
+    assert text_of(driver, 'consumer-result') == ''

@@ -11,8 +11,14 @@
 //
 // Scale: the tree is virtualised (only the rows in view are in the DOM);
 // filters, sorting and roll-ups run over the providers in memory.
+//
+// Requests go through session.js, which drops the answers of a session
+// that ended (Disconnect, another token) before anything here sees them.
 
-const API = new URL('..', location.href);   // the service root (/ui/..)
+import {
+  api, dec, enc, endSession, refused, segments, session,
+} from './session.js';
+
 const ROW_H = 32;
 const OVERSCAN = 6;
 const POLL_MS = 2000;
@@ -27,8 +33,9 @@ const $ = (id) => document.getElementById(id);
 export const stats = { polls: 0, pollErrors: 0 };
 window.placementUI = { stats };
 
+session.token = sessionStorage.getItem(TOKEN_KEY) || '';
+
 const state = {
-  token: sessionStorage.getItem(TOKEN_KEY) || '',
   noauth2: false,
   connected: false,
   dataToken: null,        // the change counters our data reflects
@@ -37,7 +44,6 @@ const state = {
   lastError: null,
   retryMs: POLL_MS,
   pollTimer: null,
-  generation: 0,          // bumped by disconnect: late answers are dropped
   byUuid: new Map(),      // uuid -> provider record
   byId: new Map(),        // database id -> uuid (removals come by id)
   children: new Map(),    // uuid -> [child record, ...] sorted by name
@@ -52,39 +58,6 @@ const state = {
   selected: null,
   view: 'providers',
 };
-
-// --- the API ------------------------------------------------------------
-
-class ApiError extends Error {
-  constructor(status, body) {
-    const detail = body && body.errors && body.errors[0]
-      ? body.errors[0].detail : '';
-    super(`${status}${detail ? ': ' + detail : ''}`);
-    this.status = status;
-  }
-}
-
-async function api(path) {
-  const resp = await fetch(new URL(path, API), {
-    headers: {
-      'x-auth-token': state.token,
-      'accept': 'application/json',
-      'openstack-api-version': 'placement latest',
-    },
-  });
-  let body = null;
-  try { body = await resp.json(); } catch (e) { body = null; }
-  if (!resp.ok) throw new ApiError(resp.status, body);
-  return body;
-}
-
-const enc = encodeURIComponent;
-
-function dec(s) {
-  try { return decodeURIComponent(s); } catch (e) { return s; }
-}
-
-const refused = (err) => err.status === 401 || err.status === 403;
 
 // --- DOM helpers ----------------------------------------------------------
 
@@ -348,16 +321,13 @@ function nextPollMs() {
 }
 
 async function poll() {
-  const gen = state.generation;
   const since = state.dataToken ? `?since=${enc(state.dataToken)}` : '';
   stats.polls += 1;
   let changed;
   try {
     const body = await api(`ops/ui/providers${since}`);
-    if (gen !== state.generation) return;
     changed = applyAnswer(body);
   } catch (err) {
-    if (gen !== state.generation) return;
     stats.pollErrors += 1;
     if (refused(err)) {
       disconnect(`Token refused (${err.message})`, true);
@@ -677,15 +647,15 @@ function revealProvider(uuid) {
 // ``again``: a refresh of the provider on screen (no "Loading…" flash).
 async function showProvider(uuid, again = false) {
   const pane = $('detail');
-  const gen = state.generation;
   if (!again) pane.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   try {
-    const { consumers } = await api(`ops/ui/providers/${uuid}/consumers`);
+    const { consumers } = await api(
+      segments('ops', 'ui', 'providers', uuid, 'consumers'));
     const rp = state.byUuid.get(uuid);
-    if (state.selected !== uuid || gen !== state.generation || !rp) return;
+    if (state.selected !== uuid || !rp) return;
     pane.replaceChildren(providerDetail(rp, consumers));
   } catch (err) {
-    if (state.selected !== uuid || gen !== state.generation) return;
+    if (state.selected !== uuid) return;
     if (again) markStale(err);
     else fail(pane, err);
   }
@@ -1137,7 +1107,7 @@ function route(again = false) {
 
 // Forget everything the last token saw: nothing of it stays on screen.
 function clearData() {
-  state.generation += 1;
+  endSession();
   state.connected = false;
   clearTimeout(state.pollTimer);
   state.dataToken = null;
@@ -1171,9 +1141,25 @@ function clearData() {
   $('disconnect').hidden = true;
 }
 
+// The boxes and the address name what the last session looked at: a
+// consumer, a project, a user, a query. Disconnect leaves none of them.
+function clearQueries() {
+  for (const id of ['consumer-id', 'usages-project', 'usages-user']) {
+    $(id).value = '';
+  }
+  for (const id of ['candidates-query', 'capacity-query']) {
+    $(id).value = $(id).defaultValue;
+  }
+  if (location.hash) {
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  showView('providers');
+}
+
 function disconnect(message, error = false) {
   clearData();
-  state.token = '';
+  clearQueries();
+  session.token = '';
   sessionStorage.removeItem(TOKEN_KEY);
   $('token').value = '';
   setStatus(message, error);
@@ -1181,15 +1167,12 @@ function disconnect(message, error = false) {
 
 async function connect() {
   clearData();
-  const gen = state.generation;
   try {
     await loadProviders();
-    if (gen !== state.generation) return;
     $('disconnect').hidden = false;
     route();
     schedulePoll(nextPollMs());
   } catch (err) {
-    if (gen !== state.generation) return;
     clearData();
     setStatus(refused(err)
       ? `Token refused (${err.message})` : `Cannot list providers: ${err.message}`,
@@ -1215,11 +1198,11 @@ async function loadSettings() {
 }
 
 async function init() {
-  $('token').value = state.token;
+  $('token').value = session.token;
   $('login').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    state.token = $('token').value.trim();
-    sessionStorage.setItem(TOKEN_KEY, state.token);
+    session.token = $('token').value.trim();
+    sessionStorage.setItem(TOKEN_KEY, session.token);
     connect();
   });
   $('disconnect').addEventListener('click', () => {
@@ -1261,7 +1244,7 @@ async function init() {
     }
   });
   await loadSettings();
-  if (state.token) connect();
+  if (session.token) connect();
   else setStatus('Enter a token.');
 }
 
