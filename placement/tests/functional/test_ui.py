@@ -1054,3 +1054,13 @@ def test_nothing_answered_after_disconnect_or_another_token_is_drawn(
         'return window.heldAnswers') == 1)
     driver.execute_script('return 1')
     assert text_of(driver, 'consumer-result') == ''
+
+
+def test_usages_heading_names_the_user(page, world):
+    driver, _ = page
+    connected(driver)
+    driver.get(driver.current_url.split('#')[0] + '#usages/%s/%s' % (
+        PROJECT, USER))
+    wait(driver, EC.presence_of_element_located((By.ID, 'usages-table')))
+    assert driver.find_element(By.CSS_SELECTOR, '#usages-result h2').text \
+        == 'Usages of project %s (user %s)' % (PROJECT, USER)
