@@ -1064,3 +1064,10 @@ def test_usages_heading_names_the_user(page, world):
     wait(driver, EC.presence_of_element_located((By.ID, 'usages-table')))
     assert driver.find_element(By.CSS_SELECTOR, '#usages-result h2').text \
         == 'Usages of project %s (user %s)' % (PROJECT, USER)
+
+
+def test_connected_page_does_not_ask_for_a_token(page, world):
+    driver, _ = page
+    assert 'Connect with a token' in text_of(driver, 'detail')
+    connected(driver)
+    assert text_of(driver, 'detail') == 'Pick a provider.'

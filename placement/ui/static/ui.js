@@ -1172,6 +1172,7 @@ async function connect() {
   try {
     await loadProviders();
     $('disconnect').hidden = false;
+    $('detail').replaceChildren(h('p', { class: 'muted' }, 'Pick a provider.'));
     route();
     schedulePoll(nextPollMs());
   } catch (err) {
