@@ -1071,3 +1071,48 @@ def test_connected_page_does_not_ask_for_a_token(page, world):
     assert 'Connect with a token' in text_of(driver, 'detail')
     connected(driver)
     assert text_of(driver, 'detail') == 'Pick a provider.'
+
+
+def test_rows_with_many_classes_keep_uuid_and_sigma(page, world):
+    """Six classes in a tree do not fit a row at 1,000 pixels: bars that
+    do not fit are left out whole; the uuid and the Σ stay."""
+    driver, _ = page
+    api, _w = world
+    classes = ['VCPU', 'MEMORY_MB', 'DISK_GB', 'SRIOV_NET_VF', 'PCI_DEVICE',
+               'IPV4_ADDRESS']
+    root = api.provider('wide', inventories={
+        rc: {'total': 8} for rc in classes[:4]})
+    kid = api.provider('wide-child', parent=root, inventories={
+        rc: {'total': 8} for rc in classes[4:]})
+    driver.set_window_size(1000, 900)
+    try:
+        connected(driver)
+        wait(driver, lambda d: row_attr(d, root, 'data-uuid'))
+        seen = driver.execute_script('''
+            const row = document.getElementById("rp-" + arguments[0]);
+            const box = (el) => el.getBoundingClientRect();
+            const within = (a, b) => a.width > 0 && a.left >= b.left - 0.5
+              && a.right <= b.right + 0.5 && a.top >= b.top - 0.5
+              && a.bottom <= b.bottom + 0.5;
+            const apart = (a, b) => a.right <= b.left || a.left >= b.right
+              || a.bottom <= b.top || a.top >= b.bottom;
+            const r = box(row), m = box(row.querySelector('.minis'));
+            const uuid = row.querySelector('.uuid');
+            const sigma = row.querySelector('.sigma');
+            const bars = [...row.querySelectorAll('.mini-wrap')].map(box);
+            return {
+              uuid: within(box(uuid), r) &&
+                uuid.scrollWidth <= uuid.clientWidth,
+              sigma: within(box(sigma), m) && within(m, r),
+              shown: bars.filter((b) => within(b, m)).length,
+              cut: bars.filter((b) => !within(b, m) && !apart(b, m)).length,
+              all: bars.length,
+            };''', root)
+        assert seen['uuid'] and seen['sigma'], seen
+        assert seen['all'] == 6 and 0 < seen['shown'] < 6, seen
+        assert seen['cut'] == 0, seen
+        browser.screenshot(driver, 'many-classes')
+    finally:
+        driver.set_window_size(1400, 900)
+        api('DELETE', '/resource_providers/%s' % kid)
+        api('DELETE', '/resource_providers/%s' % root)
