@@ -1116,3 +1116,28 @@ def test_rows_with_many_classes_keep_uuid_and_sigma(page, world):
         driver.set_window_size(1400, 900)
         api('DELETE', '/resource_providers/%s' % kid)
         api('DELETE', '/resource_providers/%s' % root)
+
+
+def test_details_kept_when_their_refresh_fails(page, world):
+    """The server gone while a provider is picked: its details stay, from
+    memory, with a note that the refresh failed."""
+    driver, _ = page
+    _api, w = world
+    connected(driver)
+    open_provider(driver, w['cn2'])
+    fail_fetches(driver, '/consumers')
+    click_row(driver, w['cn2'])
+    note = wait(driver, EC.presence_of_element_located(
+        (By.ID, 'detail-refresh-failed')))
+    assert note.text.startswith('Refresh failed'), note.text
+    assert driver.find_element(By.ID, 'provider-detail').get_attribute(
+        'data-uuid') == w['cn2']
+    links = driver.find_elements(By.CSS_SELECTOR, '#consumers td.consumer a')
+    assert sorted(a.text for a in links) == sorted([w['vm2'], w['mig']])
+    # Another provider: what memory holds of it; its consumers unknown.
+    click_row(driver, w['cn1'])
+    wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % w['cn1'])))
+    assert driver.find_elements(By.ID, 'detail-refresh-failed')
+    assert driver.find_elements(By.CSS_SELECTOR, '#own-resources .res')
+    assert 'Request failed' not in text_of(driver, 'detail')

@@ -56,6 +56,7 @@ const state = {
   rows: [],               // [{rp, depth}] in display order
   focus: 0,
   selected: null,
+  consumersOf: new Map(),  // uuid -> its consumers, as last loaded
   view: 'providers',
 };
 
@@ -647,23 +648,42 @@ function revealProvider(uuid) {
 }
 
 // ``again``: a refresh of the provider on screen (no "Loading…" flash).
+// When its consumers cannot be had, what memory holds of the provider
+// stays shown (its consumers as last loaded), said to be a failed refresh.
 async function showProvider(uuid, again = false) {
   const pane = $('detail');
-  if (!again) pane.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  const shown = $('provider-detail');
+  if (!again && !(shown && shown.dataset.uuid === uuid)) {
+    pane.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  }
   try {
     const { consumers } = await api(
       segments('ops', 'ui', 'providers', uuid, 'consumers'));
     const rp = state.byUuid.get(uuid);
     if (state.selected !== uuid || !rp) return;
+    state.consumersOf.set(uuid, consumers);
     pane.replaceChildren(providerDetail(rp, consumers));
   } catch (err) {
     if (state.selected !== uuid) return;
+    const rp = state.byUuid.get(uuid);
     if (again) markStale(err);
-    else fail(pane, err);
+    else if (!rp) fail(pane, err);
+    else {
+      pane.replaceChildren(providerDetail(rp,
+        state.consumersOf.get(uuid) || null, err));
+    }
   }
 }
 
-function providerDetail(rp, consumers) {
+function refreshFailed(err) {
+  const why = err.status ? `the server answers ${err.message}`
+    : 'the server is unreachable';
+  return h('p', { class: 'error', role: 'alert', id: 'detail-refresh-failed' },
+    `Refresh failed: ${why}. Shown as of ${clock(state.asOf)}.`);
+}
+
+// ``consumers`` null: not loaded (``failed``, the error, says why).
+function providerDetail(rp, consumers, failed = null) {
   const parent = rp.parent;
   const root = rootOf(rp);
   const kids = state.children.get(rp.uuid);
@@ -674,6 +694,7 @@ function providerDetail(rp, consumers) {
     'data-generation': rp.generation,
   },
   h('h2', {}, bdi(rp.name)),
+  failed ? refreshFailed(failed) : null,
   h('p', { class: 'mono' }, rp.uuid, ` · generation ${rp.generation}`),
   parent ? h('p', {}, 'Parent: ', providerLink(parent)) : null,
   root !== rp.uuid && root !== parent
@@ -695,8 +716,18 @@ function providerDetail(rp, consumers) {
     ? h('ul', { class: 'chips', id: 'aggregates' },
       rp.aggs.map((a) => h('li', {}, h('a', { href: `#aggregate/${a}` }, a))))
     : h('p', { class: 'muted' }, 'None.'),
-  h('h3', {}, `Consumers (${consumers.length})`),
-  consumers.length ? h('table', { id: 'consumers' },
+  consumersPart(consumers));
+}
+
+function consumersPart(consumers) {
+  if (consumers === null) {
+    return [h('h3', {}, 'Consumers'), h('p', { class: 'muted' }, 'Not loaded.')];
+  }
+  if (!consumers.length) {
+    return [h('h3', {}, 'Consumers (0)'), h('p', { class: 'muted' }, 'None.')];
+  }
+  return [h('h3', {}, `Consumers (${consumers.length})`),
+    h('table', { id: 'consumers' },
     h('thead', {}, h('tr', {}, h('th', {}, 'Consumer'), h('th', {}, 'Project'),
       h('th', {}, 'User'), h('th', {}, 'Type'),
       h('th', {}, 'Resources here'))),
@@ -711,8 +742,7 @@ function providerDetail(rp, consumers) {
         href: `#usages/${enc(c.project_id)}/${enc(c.user_id)}`,
       }, bdi(c.user_id))),
       h('td', { class: 'type' }, c.consumer_type || ''),
-      h('td', {}, resourcesText(c.resources))))))
-    : h('p', { class: 'muted' }, 'None.'));
+      h('td', {}, resourcesText(c.resources))))))];
 }
 
 const MAX_INT = 2147483647;
@@ -1122,6 +1152,7 @@ function clearData() {
   state.sorted = [];
   state.rows = [];
   state.selected = null;
+  state.consumersOf = new Map();
   state.expanded = new Set();
   state.rollups = new Map();
   rowCache = new Map();
