@@ -1141,3 +1141,15 @@ def test_details_kept_when_their_refresh_fails(page, world):
     assert driver.find_elements(By.ID, 'detail-refresh-failed')
     assert driver.find_elements(By.CSS_SELECTOR, '#own-resources .res')
     assert 'Request failed' not in text_of(driver, 'detail')
+
+
+def test_consumer_id_with_a_slash_has_no_allocations(page, world):
+    driver, expected = page
+    expected.append('status of 404')
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Consumer').click()
+    _run(driver, 'consumer-id', 'a/b')
+    wait(driver, lambda d: text_of(d, 'consumer-result') not in (
+        '', 'Loading…'))
+    assert text_of(driver, 'consumer-result') == (
+        'Consumer a/b has no allocations.')

@@ -887,37 +887,44 @@ async function showConsumer(consumer, again) {
   const out = $('consumer-result');
   $('consumer-id').value = consumer;
   if (!again) out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  let body;
   try {
-    const body = await api(`allocations/${enc(consumer)}`);
-    const rps = Object.keys(body.allocations);
-    if (!rps.length) {
-      out.replaceChildren(h('p', { id: 'consumer-none' }, 'Consumer ',
-        bdi(consumer), ' has no allocations.'));
+    body = await api(segments('allocations', consumer));
+  } catch (err) {
+    // Not found: an id no consumer can have (the service reads "a/b" as
+    // two segments, whatever the encoding) has no allocations either.
+    if (err.status !== 404) {
+      fail(out, err);
       return;
     }
-    const project = body.project_id;
-    out.replaceChildren(h('div', { id: 'consumer-detail' },
-      h('h2', {}, 'Consumer ', h('span', { class: 'mono' }, bdi(consumer))),
-      h('table', {},
-        h('tbody', {},
-          h('tr', {}, h('th', {}, 'Project'), h('td', { id: 'consumer-project' },
-            h('a', { href: `#usages/${enc(project)}` }, bdi(project)))),
-          h('tr', {}, h('th', {}, 'User'), h('td', { id: 'consumer-user' },
-            bdi(body.user_id))),
-          h('tr', {}, h('th', {}, 'Consumer type'),
-            h('td', { id: 'consumer-type' }, body.consumer_type || '')),
-          h('tr', {}, h('th', {}, 'Generation'),
-            h('td', {}, body.consumer_generation)))),
-      h('h3', {}, 'Allocations'),
-      h('table', { id: 'consumer-allocations' },
-        h('thead', {}, h('tr', {}, h('th', {}, 'Provider'),
-          h('th', {}, 'Resources'))),
-        h('tbody', {}, rps.sort().map((rp) => h('tr', { 'data-uuid': rp },
-          h('td', {}, providerLink(rp)),
-          h('td', {}, resourcesText(body.allocations[rp].resources))))))));
-  } catch (err) {
-    fail(out, err);
+    body = { allocations: {} };
   }
+  const rps = Object.keys(body.allocations);
+  if (!rps.length) {
+    out.replaceChildren(h('p', { id: 'consumer-none' }, 'Consumer ',
+      bdi(consumer), ' has no allocations.'));
+    return;
+  }
+  const project = body.project_id;
+  out.replaceChildren(h('div', { id: 'consumer-detail' },
+    h('h2', {}, 'Consumer ', h('span', { class: 'mono' }, bdi(consumer))),
+    h('table', {},
+      h('tbody', {},
+        h('tr', {}, h('th', {}, 'Project'), h('td', { id: 'consumer-project' },
+          h('a', { href: `#usages/${enc(project)}` }, bdi(project)))),
+        h('tr', {}, h('th', {}, 'User'), h('td', { id: 'consumer-user' },
+          bdi(body.user_id))),
+        h('tr', {}, h('th', {}, 'Consumer type'),
+          h('td', { id: 'consumer-type' }, body.consumer_type || '')),
+        h('tr', {}, h('th', {}, 'Generation'),
+          h('td', {}, body.consumer_generation)))),
+    h('h3', {}, 'Allocations'),
+    h('table', { id: 'consumer-allocations' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Provider'),
+        h('th', {}, 'Resources'))),
+      h('tbody', {}, rps.sort().map((rp) => h('tr', { 'data-uuid': rp },
+        h('td', {}, providerLink(rp)),
+        h('td', {}, resourcesText(body.allocations[rp].resources))))))));
 }
 
 // --- usages of a project ------------------------------------------------------
