@@ -1153,3 +1153,48 @@ def test_consumer_id_with_a_slash_has_no_allocations(page, world):
         '', 'Loading…'))
     assert text_of(driver, 'consumer-result') == (
         'Consumer a/b has no allocations.')
+
+
+def test_aggregate_links_are_percent_encoded(page, server, world):
+    """An aggregate id with "/", "#", "?" and "%" in it (written straight
+    to the database: the API takes uuids only) links to itself."""
+    import sqlalchemy as sa
+    from placement.db import models
+    _api, w = world
+    driver, _ = page
+    odd = 'grp/a#b?c%d'
+    engine = server.db.engine
+    with engine.begin() as conn:
+        conn.execute(models.AGG.insert(), [{'uuid': odd}])
+        agg_id = conn.execute(sa.select(models.AGG.c.id).where(
+            models.AGG.c.uuid == odd)).scalar()
+        rp_id = conn.execute(sa.select(models.RP.c.id).where(
+            models.RP.c.uuid == w['cn2'])).scalar()
+        conn.execute(models.RPA.insert(), [
+            {'resource_provider_id': rp_id, 'aggregate_id': agg_id}])
+    try:
+        connected(driver)
+        open_provider(driver, w['cn2'])
+        link = next(a for a in driver.find_elements(
+            By.CSS_SELECTOR, '#aggregates a') if a.text == odd)
+        link.click()
+        wait(driver, EC.presence_of_element_located(
+            (By.ID, 'aggregate-members')))
+        assert driver.find_element(
+            By.CSS_SELECTOR, '#aggregate-detail h2').text == (
+            'Aggregate ' + odd)
+        members = [r.get_attribute('data-uuid') for r in driver.find_elements(
+            By.CSS_SELECTOR, '#aggregate-members tbody tr')]
+        assert members == [w['cn2']]
+        driver.find_element(By.LINK_TEXT, 'All aggregates').click()
+        row = wait(driver, EC.presence_of_element_located(
+            (By.CSS_SELECTOR, '#aggregates-table tr[data-aggregate="%s"]'
+             % odd)))
+        assert row.find_element(By.TAG_NAME, 'a').get_attribute(
+            'href').endswith('#aggregate/grp%2Fa%23b%3Fc%25d')
+    finally:
+        with engine.begin() as conn:
+            conn.execute(models.RPA.delete().where(
+                models.RPA.c.aggregate_id == agg_id))
+            conn.execute(models.AGG.delete().where(
+                models.AGG.c.id == agg_id))

@@ -105,8 +105,13 @@ function providerName(uuid) {
   return rp ? rp.name : uuid;
 }
 
+// Links within the page: each part of the address percent-encoded on its
+// own (an aggregate id read from the database may hold "/", "#" or "?").
+const providerHash = (uuid) => `#${segments('provider', uuid)}`;
+const aggregateHash = (agg) => `#${segments('aggregate', agg)}`;
+
 function providerLink(uuid) {
-  return h('a', { href: `#provider/${uuid}` }, bdi(providerName(uuid)));
+  return h('a', { href: providerHash(uuid) }, bdi(providerName(uuid)));
 }
 
 function resourcesText(resources) {
@@ -622,8 +627,8 @@ function onFilter() {
 
 function select(uuid) {
   state.selected = uuid;
-  if (location.hash !== `#provider/${uuid}`) {
-    history.replaceState(null, '', `#provider/${uuid}`);
+  if (location.hash !== providerHash(uuid)) {
+    history.replaceState(null, '', providerHash(uuid));
   }
   renderRows();
   showProvider(uuid);
@@ -714,7 +719,7 @@ function providerDetail(rp, consumers, failed = null) {
   h('h3', {}, `Aggregates (${rp.aggs.length})`),
   rp.aggs.length
     ? h('ul', { class: 'chips', id: 'aggregates' },
-      rp.aggs.map((a) => h('li', {}, h('a', { href: `#aggregate/${a}` }, a))))
+      rp.aggs.map((a) => h('li', {}, h('a', { href: aggregateHash(a) }, a))))
     : h('p', { class: 'muted' }, 'None.'),
   consumersPart(consumers));
 }
@@ -849,7 +854,7 @@ function showAggregates() {
     const ms = members(agg);
     const sums = sumOver(ms);
     return h('tr', { 'data-aggregate': agg },
-      h('td', {}, h('a', { href: `#aggregate/${agg}`, class: 'mono' }, agg)),
+      h('td', {}, h('a', { href: aggregateHash(agg), class: 'mono' }, agg)),
       h('td', { class: 'num' }, ms.length),
       h('td', {}, Object.keys(sums).sort().map((rc) => h('div', {},
         `${rc}: ${fmt(sums[rc].used)} used of ${fmt(sums[rc].cap)}`))));
@@ -1067,7 +1072,7 @@ async function runCapacity(query) {
         h('thead', {}, h('tr', {}, h('th', {}, 'Aggregate'),
           h('th', { class: 'num' }, 'Fits'))),
         h('tbody', {}, aggs.map(([agg, n]) => h('tr', { 'data-aggregate': agg },
-          h('td', { class: 'mono' }, h('a', { href: `#aggregate/${agg}` }, agg)),
+          h('td', { class: 'mono' }, h('a', { href: aggregateHash(agg) }, agg)),
           h('td', { class: 'num' }, n)))))
         : h('p', { class: 'muted' }, 'No aggregates.'),
       h('h3', {}, 'Per tree'),
