@@ -23,6 +23,7 @@ FILES = {
     'index.html': 'text/html',
     'ui.js': 'text/javascript',
     'session.js': 'text/javascript',
+    'dom.js': 'text/javascript',
     'ui.css': 'text/css',
 }
 

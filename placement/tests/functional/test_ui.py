@@ -214,6 +214,7 @@ def open_provider(driver, uuid):
 def test_static_files_need_no_token_and_data_does(server):
     for path, kind in (('/ui/', 'text/html'), ('/ui/ui.js', 'text/javascript'),
                        ('/ui/session.js', 'text/javascript'),
+                       ('/ui/dom.js', 'text/javascript'),
                        ('/ui/ui.css', 'text/css')):
         resp = requests.get(server.url + path)
         assert resp.status_code == 200, path

@@ -13,11 +13,15 @@
 // filters, sorting and roll-ups run over the providers in memory.
 //
 // Requests go through session.js, which drops the answers of a session
-// that ended (Disconnect, another token) before anything here sees them.
+// that ended (Disconnect, another token) before anything here sees them;
+// elements are made by dom.js's h(), from text only.
 
 import {
   api, dec, enc, endSession, refused, segments, session,
 } from './session.js';
+import {
+  $, bdi, clock, fail, fmt, h, setStatus,
+} from './dom.js';
 
 const ROW_H = 32;
 const OVERSCAN = 6;
@@ -27,8 +31,6 @@ const POLL_UNCOUNTED_MS = 30000;  // a database without change counters
 const RETRY_MAX_MS = 10000;
 const HIGH_PCT = 90;
 const TOKEN_KEY = 'placement-ui-token';
-
-const $ = (id) => document.getElementById(id);
 
 export const stats = { polls: 0, pollErrors: 0 };
 window.placementUI = { stats };
@@ -59,46 +61,6 @@ const state = {
   consumersOf: new Map(),  // uuid -> its consumers, as last loaded
   view: 'providers',
 };
-
-// --- DOM helpers ----------------------------------------------------------
-
-// Text only (never innerHTML): names and ids are whatever clients wrote.
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === 'class') el.className = v;
-    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, v === true ? '' : v);
-  }
-  // Any depth of nesting: a part built as [text, element] inside another
-  // list is drawn as its parts, never as "a,[object HTMLElement]".
-  for (const c of children.flat(Infinity)) {
-    if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-// A name others wrote, isolated: a right-to-left override in it reorders
-// nothing around it.
-const bdi = (text, attrs) => h('bdi', attrs || {}, text);
-
-function setStatus(text, error = false) {
-  const el = $('status');
-  el.textContent = text;
-  el.classList.toggle('error', error);
-}
-
-function fail(target, err) {
-  target.replaceChildren(h('p', { class: 'error', role: 'alert' },
-    `Request failed: ${err.message}`));
-}
-
-const fmt = (n) => (Number.isInteger(n) ? n : Number(n.toFixed(2)))
-  .toLocaleString('en-US');
-
-const clock = (d) => d.toLocaleTimeString('en-GB');
 
 function providerName(uuid) {
   const rp = state.byUuid.get(uuid);
