@@ -1026,7 +1026,7 @@ def test_nothing_answered_after_disconnect_or_another_token_is_drawn(
                        ('capacity?resources=VCPU:1', 'capacity-result'),
                        ('candidates?resources=VCPU:2', 'candidates-result')):
         driver.execute_script('location.hash = arguments[0]', hash_)
-        wait(driver, lambda d: text_of(d, box).endswith('…'))
+        wait(driver, lambda d, box=box: text_of(d, box).endswith('…'))
     driver.find_element(By.ID, 'disconnect').click()
     wait(driver, lambda d: d.execute_script(
         'return window.heldAnswers') == 5)
