@@ -22,6 +22,8 @@ STATIC_DIR = os.path.join(
 FILES = {
     'index.html': 'text/html',
     'ui.js': 'text/javascript',
+    'session.js': 'text/javascript',
+    'dom.js': 'text/javascript',
     'ui.css': 'text/css',
 }
 

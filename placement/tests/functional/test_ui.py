@@ -213,6 +213,8 @@ def open_provider(driver, uuid):
 
 def test_static_files_need_no_token_and_data_does(server):
     for path, kind in (('/ui/', 'text/html'), ('/ui/ui.js', 'text/javascript'),
+                       ('/ui/session.js', 'text/javascript'),
+                       ('/ui/dom.js', 'text/javascript'),
                        ('/ui/ui.css', 'text/css')):
         resp = requests.get(server.url + path)
         assert resp.status_code == 200, path
@@ -962,3 +964,238 @@ def test_totals_and_aggregates(page, world):
         'td[data-k="capacity"]').text
     assert disk == '{:,}'.format(900 + 2000)
     browser.screenshot(driver, 'aggregate')
+
+
+# --- issue 49: answers of an ended session, and smaller bugs -----------------
+
+
+def delay_answers(driver, pattern, ms):
+    """Hold each answer whose URL matches ``pattern`` (a regular
+    expression) ``ms`` before the page reads it: a slow server, made in the
+    test's browser alone (the page's fetch wrapped), the product untouched.
+    ``window.heldAnswers`` counts the answers let through."""
+    driver.execute_script('''
+        const re = new RegExp(arguments[0]), ms = arguments[1];
+        const real = window.fetch;
+        window.heldAnswers = 0;
+        window.fetch = (input, init) => real(input, init).then((resp) =>
+          !re.test(String(input)) ? resp : new Promise((ok) => setTimeout(
+            () => { window.heldAnswers += 1; ok(resp); }, ms)));''',
+                          pattern, ms)
+
+
+def fail_fetches(driver, pattern):
+    """Requests whose URL matches ``pattern`` fail as they do when the
+    server is down (a network error), in this page only."""
+    driver.execute_script('''
+        const re = new RegExp(arguments[0]), real = window.fetch;
+        window.fetch = (input, init) => re.test(String(input))
+          ? Promise.reject(new TypeError('Failed to fetch'))
+          : real(input, init);''', pattern)
+
+
+def text_of(driver, id_):
+    return driver.execute_script(
+        'return document.getElementById(arguments[0]).textContent', id_)
+
+
+def value_of(driver, id_):
+    return driver.find_element(By.ID, id_).get_attribute('value')
+
+
+def test_nothing_answered_after_disconnect_or_another_token_is_drawn(
+        page, world):
+    """Lookups in flight when Disconnect is pressed, or another token
+    connects: their answers are dropped, whatever view asked."""
+    driver, expected = page
+    expected.append('status of 403')
+    _api, w = world
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Allocation candidates').click()
+    query = 'resources=VCPU:1&member_of=%s' % AGG
+    _run(driver, 'candidates-query', query)
+    wait(driver, EC.presence_of_element_located((By.ID, 'explain-button')))
+    delay_answers(driver, r'/allocations/|/usages\?|/allocation_candidates\?'
+                  r'|/ops/explain/|/ops/capacity\?', 1500)
+    # Explain, then a consumer, usages, capacity and candidates in flight.
+    driver.execute_script(
+        'window.explainBox = document.getElementById("explain-result");')
+    driver.find_element(By.ID, 'explain-button').click()
+    for hash_, box in (('consumer/' + w['vm2'], 'consumer-result'),
+                       ('usages/%s/%s' % (PROJECT, USER), 'usages-result'),
+                       ('capacity?resources=VCPU:1', 'capacity-result'),
+                       ('candidates?resources=VCPU:2', 'candidates-result')):
+        driver.execute_script('location.hash = arguments[0]', hash_)
+        wait(driver, lambda d, box=box: text_of(d, box).endswith('…'))
+    driver.find_element(By.ID, 'disconnect').click()
+    wait(driver, lambda d: d.execute_script(
+        'return window.heldAnswers') == 5)
+    driver.execute_script('return 1')
+    drawn = {box: text_of(driver, box) for box in (
+        'consumer-result', 'usages-result', 'capacity-result',
+        'candidates-result')}
+    assert drawn == dict.fromkeys(drawn, '')
+    assert driver.find_elements(By.ID, 'provider-detail') == []
+    assert driver.execute_script('return window.explainBox.textContent') \
+        == 'Explaining…'
+    assert driver.find_element(By.ID, 'status').text == 'Disconnected.'
+    # Nor do the boxes and the address keep the last session's ids.
+    for box in ('consumer-id', 'usages-project', 'usages-user'):
+        assert value_of(driver, box) == '', box
+    assert driver.execute_script('return location.hash') == ''
+    # Another token (refused) while a consumer's answer is on its way.
+    connected(driver)
+    delay_answers(driver, r'/allocations/', 1500)
+    driver.execute_script('location.hash = arguments[0]',
+                          'consumer/' + w['vm2'])
+    wait(driver, lambda d: text_of(d, 'consumer-result') == 'Loading…')
+    connect(driver, 'nobody')
+    wait(driver, lambda d: 'refused' in d.find_element(By.ID, 'status').text)
+    wait(driver, lambda d: d.execute_script(
+        'return window.heldAnswers') == 1)
+    driver.execute_script('return 1')
+    assert text_of(driver, 'consumer-result') == ''
+
+
+def test_usages_heading_names_the_user(page, world):
+    driver, _ = page
+    connected(driver)
+    driver.get(driver.current_url.split('#')[0] + '#usages/%s/%s' % (
+        PROJECT, USER))
+    wait(driver, EC.presence_of_element_located((By.ID, 'usages-table')))
+    assert driver.find_element(By.CSS_SELECTOR, '#usages-result h2').text \
+        == 'Usages of project %s (user %s)' % (PROJECT, USER)
+
+
+def test_connected_page_does_not_ask_for_a_token(page, world):
+    driver, _ = page
+    assert 'Connect with a token' in text_of(driver, 'detail')
+    connected(driver)
+    assert text_of(driver, 'detail') == 'Pick a provider.'
+
+
+def test_rows_with_many_classes_keep_uuid_and_sigma(page, world):
+    """Six classes in a tree do not fit a row at 1,000 pixels: bars that
+    do not fit are left out whole; the uuid and the Σ stay."""
+    driver, _ = page
+    api, _w = world
+    classes = ['VCPU', 'MEMORY_MB', 'DISK_GB', 'SRIOV_NET_VF', 'PCI_DEVICE',
+               'IPV4_ADDRESS']
+    root = api.provider('wide', inventories={
+        rc: {'total': 8} for rc in classes[:4]})
+    kid = api.provider('wide-child', parent=root, inventories={
+        rc: {'total': 8} for rc in classes[4:]})
+    driver.set_window_size(1000, 900)
+    try:
+        connected(driver)
+        wait(driver, lambda d: row_attr(d, root, 'data-uuid'))
+        seen = driver.execute_script('''
+            const row = document.getElementById("rp-" + arguments[0]);
+            const box = (el) => el.getBoundingClientRect();
+            const within = (a, b) => a.width > 0 && a.left >= b.left - 0.5
+              && a.right <= b.right + 0.5 && a.top >= b.top - 0.5
+              && a.bottom <= b.bottom + 0.5;
+            const apart = (a, b) => a.right <= b.left || a.left >= b.right
+              || a.bottom <= b.top || a.top >= b.bottom;
+            const r = box(row), m = box(row.querySelector('.minis'));
+            const uuid = row.querySelector('.uuid');
+            const sigma = row.querySelector('.sigma');
+            const bars = [...row.querySelectorAll('.mini-wrap')].map(box);
+            return {
+              uuid: within(box(uuid), r) &&
+                uuid.scrollWidth <= uuid.clientWidth,
+              sigma: within(box(sigma), m) && within(m, r),
+              shown: bars.filter((b) => within(b, m)).length,
+              cut: bars.filter((b) => !within(b, m) && !apart(b, m)).length,
+              all: bars.length,
+            };''', root)
+        assert seen['uuid'] and seen['sigma'], seen
+        assert seen['all'] == 6 and 0 < seen['shown'] < 6, seen
+        assert seen['cut'] == 0, seen
+        browser.screenshot(driver, 'many-classes')
+    finally:
+        driver.set_window_size(1400, 900)
+        api('DELETE', '/resource_providers/%s' % kid)
+        api('DELETE', '/resource_providers/%s' % root)
+
+
+def test_details_kept_when_their_refresh_fails(page, world):
+    """The server gone while a provider is picked: its details stay, from
+    memory, with a note that the refresh failed."""
+    driver, _ = page
+    _api, w = world
+    connected(driver)
+    open_provider(driver, w['cn2'])
+    fail_fetches(driver, '/consumers')
+    click_row(driver, w['cn2'])
+    note = wait(driver, EC.presence_of_element_located(
+        (By.ID, 'detail-refresh-failed')))
+    assert note.text.startswith('Refresh failed'), note.text
+    assert driver.find_element(By.ID, 'provider-detail').get_attribute(
+        'data-uuid') == w['cn2']
+    links = driver.find_elements(By.CSS_SELECTOR, '#consumers td.consumer a')
+    assert sorted(a.text for a in links) == sorted([w['vm2'], w['mig']])
+    # Another provider: what memory holds of it; its consumers unknown.
+    click_row(driver, w['cn1'])
+    wait(driver, EC.presence_of_element_located(
+        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % w['cn1'])))
+    assert driver.find_elements(By.ID, 'detail-refresh-failed')
+    assert driver.find_elements(By.CSS_SELECTOR, '#own-resources .res')
+    assert 'Request failed' not in text_of(driver, 'detail')
+
+
+def test_consumer_id_with_a_slash_has_no_allocations(page, world):
+    driver, expected = page
+    expected.append('status of 404')
+    connected(driver)
+    driver.find_element(By.LINK_TEXT, 'Consumer').click()
+    _run(driver, 'consumer-id', 'a/b')
+    wait(driver, lambda d: text_of(d, 'consumer-result') not in (
+        '', 'Loading…'))
+    assert text_of(driver, 'consumer-result') == (
+        'Consumer a/b has no allocations.')
+
+
+def test_aggregate_links_are_percent_encoded(page, server, world):
+    """An aggregate id with "/", "#", "?" and "%" in it (written straight
+    to the database: the API takes uuids only) links to itself."""
+    import sqlalchemy as sa
+    from placement.db import models
+    _api, w = world
+    driver, _ = page
+    odd = 'grp/a#b?c%d'
+    engine = server.db.engine
+    with engine.begin() as conn:
+        conn.execute(models.AGG.insert(), [{'uuid': odd}])
+        agg_id = conn.execute(sa.select(models.AGG.c.id).where(
+            models.AGG.c.uuid == odd)).scalar()
+        rp_id = conn.execute(sa.select(models.RP.c.id).where(
+            models.RP.c.uuid == w['cn2'])).scalar()
+        conn.execute(models.RPA.insert(), [
+            {'resource_provider_id': rp_id, 'aggregate_id': agg_id}])
+    try:
+        connected(driver)
+        open_provider(driver, w['cn2'])
+        link = next(a for a in driver.find_elements(
+            By.CSS_SELECTOR, '#aggregates a') if a.text == odd)
+        link.click()
+        wait(driver, EC.presence_of_element_located(
+            (By.ID, 'aggregate-members')))
+        assert driver.find_element(
+            By.CSS_SELECTOR, '#aggregate-detail h2').text == (
+            'Aggregate ' + odd)
+        members = [r.get_attribute('data-uuid') for r in driver.find_elements(
+            By.CSS_SELECTOR, '#aggregate-members tbody tr')]
+        assert members == [w['cn2']]
+        driver.find_element(By.LINK_TEXT, 'All aggregates').click()
+        row = wait(driver, EC.presence_of_element_located(
+            (By.CSS_SELECTOR, '#aggregates-table tr[data-aggregate="%s"]'
+             % odd)))
+        assert row.find_element(By.TAG_NAME, 'a').get_attribute(
+            'href').endswith('#aggregate/grp%2Fa%23b%3Fc%25d')
+    finally:
+        with engine.begin() as conn:
+            conn.execute(models.RPA.delete().where(
+                models.RPA.c.aggregate_id == agg_id))
+            conn.execute(models.AGG.delete().where(
+                models.AGG.c.id == agg_id))

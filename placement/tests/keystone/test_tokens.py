@@ -121,7 +121,8 @@ def test_expired_user_token_with_service_token(keystone, placement):
     _assert_401(keystone, kc.call(placement, 'GET', PATH, expired))
 
 
-@pytest.mark.parametrize('path', ['/ui/', '/ui/ui.js', '/ui/ui.css'])
+@pytest.mark.parametrize('path', ['/ui/', '/ui/ui.js', '/ui/session.js',
+                                  '/ui/dom.js', '/ui/ui.css'])
 def test_web_view_needs_no_token(placement, path):
     """The web view's static files are public; its data calls are not."""
     resp = kc.call(placement, 'GET', path)

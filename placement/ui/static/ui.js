@@ -11,8 +11,18 @@
 //
 // Scale: the tree is virtualised (only the rows in view are in the DOM);
 // filters, sorting and roll-ups run over the providers in memory.
+//
+// Requests go through session.js, which drops the answers of a session
+// that ended (Disconnect, another token) before anything here sees them;
+// elements are made by dom.js's h(), from text only.
 
-const API = new URL('..', location.href);   // the service root (/ui/..)
+import {
+  api, dec, enc, endSession, refused, segments, session,
+} from './session.js';
+import {
+  $, bdi, clock, fail, fmt, h, setStatus,
+} from './dom.js';
+
 const ROW_H = 32;
 const OVERSCAN = 6;
 const POLL_MS = 2000;
@@ -22,13 +32,12 @@ const RETRY_MAX_MS = 10000;
 const HIGH_PCT = 90;
 const TOKEN_KEY = 'placement-ui-token';
 
-const $ = (id) => document.getElementById(id);
-
 export const stats = { polls: 0, pollErrors: 0 };
 window.placementUI = { stats };
 
+session.token = sessionStorage.getItem(TOKEN_KEY) || '';
+
 const state = {
-  token: sessionStorage.getItem(TOKEN_KEY) || '',
   noauth2: false,
   connected: false,
   dataToken: null,        // the change counters our data reflects
@@ -37,7 +46,6 @@ const state = {
   lastError: null,
   retryMs: POLL_MS,
   pollTimer: null,
-  generation: 0,          // bumped by disconnect: late answers are dropped
   byUuid: new Map(),      // uuid -> provider record
   byId: new Map(),        // database id -> uuid (removals come by id)
   children: new Map(),    // uuid -> [child record, ...] sorted by name
@@ -50,87 +58,22 @@ const state = {
   rows: [],               // [{rp, depth}] in display order
   focus: 0,
   selected: null,
+  consumersOf: new Map(),  // uuid -> its consumers, as last loaded
   view: 'providers',
 };
-
-// --- the API ------------------------------------------------------------
-
-class ApiError extends Error {
-  constructor(status, body) {
-    const detail = body && body.errors && body.errors[0]
-      ? body.errors[0].detail : '';
-    super(`${status}${detail ? ': ' + detail : ''}`);
-    this.status = status;
-  }
-}
-
-async function api(path) {
-  const resp = await fetch(new URL(path, API), {
-    headers: {
-      'x-auth-token': state.token,
-      'accept': 'application/json',
-      'openstack-api-version': 'placement latest',
-    },
-  });
-  let body = null;
-  try { body = await resp.json(); } catch (e) { body = null; }
-  if (!resp.ok) throw new ApiError(resp.status, body);
-  return body;
-}
-
-const enc = encodeURIComponent;
-
-function dec(s) {
-  try { return decodeURIComponent(s); } catch (e) { return s; }
-}
-
-const refused = (err) => err.status === 401 || err.status === 403;
-
-// --- DOM helpers ----------------------------------------------------------
-
-// Text only (never innerHTML): names and ids are whatever clients wrote.
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === 'class') el.className = v;
-    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, v === true ? '' : v);
-  }
-  for (const c of children.flat()) {
-    if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-// A name others wrote, isolated: a right-to-left override in it reorders
-// nothing around it.
-const bdi = (text, attrs) => h('bdi', attrs || {}, text);
-
-function setStatus(text, error = false) {
-  const el = $('status');
-  el.textContent = text;
-  el.classList.toggle('error', error);
-}
-
-function fail(target, err) {
-  target.replaceChildren(h('p', { class: 'error', role: 'alert' },
-    `Request failed: ${err.message}`));
-}
-
-const fmt = (n) => (Number.isInteger(n) ? n : Number(n.toFixed(2)))
-  .toLocaleString('en-US');
-
-const clock = (d) => d.toLocaleTimeString('en-GB');
 
 function providerName(uuid) {
   const rp = state.byUuid.get(uuid);
   return rp ? rp.name : uuid;
 }
 
+// Links within the page: each part of the address percent-encoded on its
+// own (an aggregate id read from the database may hold "/", "#" or "?").
+const providerHash = (uuid) => `#${segments('provider', uuid)}`;
+const aggregateHash = (agg) => `#${segments('aggregate', agg)}`;
+
 function providerLink(uuid) {
-  return h('a', { href: `#provider/${uuid}` }, bdi(providerName(uuid)));
+  return h('a', { href: providerHash(uuid) }, bdi(providerName(uuid)));
 }
 
 function resourcesText(resources) {
@@ -348,16 +291,13 @@ function nextPollMs() {
 }
 
 async function poll() {
-  const gen = state.generation;
   const since = state.dataToken ? `?since=${enc(state.dataToken)}` : '';
   stats.polls += 1;
   let changed;
   try {
     const body = await api(`ops/ui/providers${since}`);
-    if (gen !== state.generation) return;
     changed = applyAnswer(body);
   } catch (err) {
-    if (gen !== state.generation) return;
     stats.pollErrors += 1;
     if (refused(err)) {
       disconnect(`Token refused (${err.message})`, true);
@@ -649,8 +589,8 @@ function onFilter() {
 
 function select(uuid) {
   state.selected = uuid;
-  if (location.hash !== `#provider/${uuid}`) {
-    history.replaceState(null, '', `#provider/${uuid}`);
+  if (location.hash !== providerHash(uuid)) {
+    history.replaceState(null, '', providerHash(uuid));
   }
   renderRows();
   showProvider(uuid);
@@ -675,23 +615,42 @@ function revealProvider(uuid) {
 }
 
 // ``again``: a refresh of the provider on screen (no "Loading…" flash).
+// When its consumers cannot be had, what memory holds of the provider
+// stays shown (its consumers as last loaded), said to be a failed refresh.
 async function showProvider(uuid, again = false) {
   const pane = $('detail');
-  const gen = state.generation;
-  if (!again) pane.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  const shown = $('provider-detail');
+  if (!again && !(shown && shown.dataset.uuid === uuid)) {
+    pane.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  }
   try {
-    const { consumers } = await api(`ops/ui/providers/${uuid}/consumers`);
+    const { consumers } = await api(
+      segments('ops', 'ui', 'providers', uuid, 'consumers'));
     const rp = state.byUuid.get(uuid);
-    if (state.selected !== uuid || gen !== state.generation || !rp) return;
+    if (state.selected !== uuid || !rp) return;
+    state.consumersOf.set(uuid, consumers);
     pane.replaceChildren(providerDetail(rp, consumers));
   } catch (err) {
-    if (state.selected !== uuid || gen !== state.generation) return;
+    if (state.selected !== uuid) return;
+    const rp = state.byUuid.get(uuid);
     if (again) markStale(err);
-    else fail(pane, err);
+    else if (!rp) fail(pane, err);
+    else {
+      pane.replaceChildren(providerDetail(rp,
+        state.consumersOf.get(uuid) || null, err));
+    }
   }
 }
 
-function providerDetail(rp, consumers) {
+function refreshFailed(err) {
+  const why = err.status ? `the server answers ${err.message}`
+    : 'the server is unreachable';
+  return h('p', { class: 'error', role: 'alert', id: 'detail-refresh-failed' },
+    `Refresh failed: ${why}. Shown as of ${clock(state.asOf)}.`);
+}
+
+// ``consumers`` null: not loaded (``failed``, the error, says why).
+function providerDetail(rp, consumers, failed = null) {
   const parent = rp.parent;
   const root = rootOf(rp);
   const kids = state.children.get(rp.uuid);
@@ -702,6 +661,7 @@ function providerDetail(rp, consumers) {
     'data-generation': rp.generation,
   },
   h('h2', {}, bdi(rp.name)),
+  failed ? refreshFailed(failed) : null,
   h('p', { class: 'mono' }, rp.uuid, ` · generation ${rp.generation}`),
   parent ? h('p', {}, 'Parent: ', providerLink(parent)) : null,
   root !== rp.uuid && root !== parent
@@ -721,10 +681,20 @@ function providerDetail(rp, consumers) {
   h('h3', {}, `Aggregates (${rp.aggs.length})`),
   rp.aggs.length
     ? h('ul', { class: 'chips', id: 'aggregates' },
-      rp.aggs.map((a) => h('li', {}, h('a', { href: `#aggregate/${a}` }, a))))
+      rp.aggs.map((a) => h('li', {}, h('a', { href: aggregateHash(a) }, a))))
     : h('p', { class: 'muted' }, 'None.'),
-  h('h3', {}, `Consumers (${consumers.length})`),
-  consumers.length ? h('table', { id: 'consumers' },
+  consumersPart(consumers));
+}
+
+function consumersPart(consumers) {
+  if (consumers === null) {
+    return [h('h3', {}, 'Consumers'), h('p', { class: 'muted' }, 'Not loaded.')];
+  }
+  if (!consumers.length) {
+    return [h('h3', {}, 'Consumers (0)'), h('p', { class: 'muted' }, 'None.')];
+  }
+  return [h('h3', {}, `Consumers (${consumers.length})`),
+    h('table', { id: 'consumers' },
     h('thead', {}, h('tr', {}, h('th', {}, 'Consumer'), h('th', {}, 'Project'),
       h('th', {}, 'User'), h('th', {}, 'Type'),
       h('th', {}, 'Resources here'))),
@@ -739,8 +709,7 @@ function providerDetail(rp, consumers) {
         href: `#usages/${enc(c.project_id)}/${enc(c.user_id)}`,
       }, bdi(c.user_id))),
       h('td', { class: 'type' }, c.consumer_type || ''),
-      h('td', {}, resourcesText(c.resources))))))
-    : h('p', { class: 'muted' }, 'None.'));
+      h('td', {}, resourcesText(c.resources))))))];
 }
 
 const MAX_INT = 2147483647;
@@ -847,7 +816,7 @@ function showAggregates() {
     const ms = members(agg);
     const sums = sumOver(ms);
     return h('tr', { 'data-aggregate': agg },
-      h('td', {}, h('a', { href: `#aggregate/${agg}`, class: 'mono' }, agg)),
+      h('td', {}, h('a', { href: aggregateHash(agg), class: 'mono' }, agg)),
       h('td', { class: 'num' }, ms.length),
       h('td', {}, Object.keys(sums).sort().map((rc) => h('div', {},
         `${rc}: ${fmt(sums[rc].used)} used of ${fmt(sums[rc].cap)}`))));
@@ -885,37 +854,44 @@ async function showConsumer(consumer, again) {
   const out = $('consumer-result');
   $('consumer-id').value = consumer;
   if (!again) out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  let body;
   try {
-    const body = await api(`allocations/${enc(consumer)}`);
-    const rps = Object.keys(body.allocations);
-    if (!rps.length) {
-      out.replaceChildren(h('p', { id: 'consumer-none' }, 'Consumer ',
-        bdi(consumer), ' has no allocations.'));
+    body = await api(segments('allocations', consumer));
+  } catch (err) {
+    // Not found: an id no consumer can have (the service reads "a/b" as
+    // two segments, whatever the encoding) has no allocations either.
+    if (err.status !== 404) {
+      fail(out, err);
       return;
     }
-    const project = body.project_id;
-    out.replaceChildren(h('div', { id: 'consumer-detail' },
-      h('h2', {}, 'Consumer ', h('span', { class: 'mono' }, bdi(consumer))),
-      h('table', {},
-        h('tbody', {},
-          h('tr', {}, h('th', {}, 'Project'), h('td', { id: 'consumer-project' },
-            h('a', { href: `#usages/${enc(project)}` }, bdi(project)))),
-          h('tr', {}, h('th', {}, 'User'), h('td', { id: 'consumer-user' },
-            bdi(body.user_id))),
-          h('tr', {}, h('th', {}, 'Consumer type'),
-            h('td', { id: 'consumer-type' }, body.consumer_type || '')),
-          h('tr', {}, h('th', {}, 'Generation'),
-            h('td', {}, body.consumer_generation)))),
-      h('h3', {}, 'Allocations'),
-      h('table', { id: 'consumer-allocations' },
-        h('thead', {}, h('tr', {}, h('th', {}, 'Provider'),
-          h('th', {}, 'Resources'))),
-        h('tbody', {}, rps.sort().map((rp) => h('tr', { 'data-uuid': rp },
-          h('td', {}, providerLink(rp)),
-          h('td', {}, resourcesText(body.allocations[rp].resources))))))));
-  } catch (err) {
-    fail(out, err);
+    body = { allocations: {} };
   }
+  const rps = Object.keys(body.allocations);
+  if (!rps.length) {
+    out.replaceChildren(h('p', { id: 'consumer-none' }, 'Consumer ',
+      bdi(consumer), ' has no allocations.'));
+    return;
+  }
+  const project = body.project_id;
+  out.replaceChildren(h('div', { id: 'consumer-detail' },
+    h('h2', {}, 'Consumer ', h('span', { class: 'mono' }, bdi(consumer))),
+    h('table', {},
+      h('tbody', {},
+        h('tr', {}, h('th', {}, 'Project'), h('td', { id: 'consumer-project' },
+          h('a', { href: `#usages/${enc(project)}` }, bdi(project)))),
+        h('tr', {}, h('th', {}, 'User'), h('td', { id: 'consumer-user' },
+          bdi(body.user_id))),
+        h('tr', {}, h('th', {}, 'Consumer type'),
+          h('td', { id: 'consumer-type' }, body.consumer_type || '')),
+        h('tr', {}, h('th', {}, 'Generation'),
+          h('td', {}, body.consumer_generation)))),
+    h('h3', {}, 'Allocations'),
+    h('table', { id: 'consumer-allocations' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Provider'),
+        h('th', {}, 'Resources'))),
+      h('tbody', {}, rps.sort().map((rp) => h('tr', { 'data-uuid': rp },
+        h('td', {}, providerLink(rp)),
+        h('td', {}, resourcesText(body.allocations[rp].resources))))))));
 }
 
 // --- usages of a project ------------------------------------------------------
@@ -1058,7 +1034,7 @@ async function runCapacity(query) {
         h('thead', {}, h('tr', {}, h('th', {}, 'Aggregate'),
           h('th', { class: 'num' }, 'Fits'))),
         h('tbody', {}, aggs.map(([agg, n]) => h('tr', { 'data-aggregate': agg },
-          h('td', { class: 'mono' }, h('a', { href: `#aggregate/${agg}` }, agg)),
+          h('td', { class: 'mono' }, h('a', { href: aggregateHash(agg) }, agg)),
           h('td', { class: 'num' }, n)))))
         : h('p', { class: 'muted' }, 'No aggregates.'),
       h('h3', {}, 'Per tree'),
@@ -1137,7 +1113,7 @@ function route(again = false) {
 
 // Forget everything the last token saw: nothing of it stays on screen.
 function clearData() {
-  state.generation += 1;
+  endSession();
   state.connected = false;
   clearTimeout(state.pollTimer);
   state.dataToken = null;
@@ -1150,6 +1126,7 @@ function clearData() {
   state.sorted = [];
   state.rows = [];
   state.selected = null;
+  state.consumersOf = new Map();
   state.expanded = new Set();
   state.rollups = new Map();
   rowCache = new Map();
@@ -1171,9 +1148,25 @@ function clearData() {
   $('disconnect').hidden = true;
 }
 
+// The boxes and the address name what the last session looked at: a
+// consumer, a project, a user, a query. Disconnect leaves none of them.
+function clearQueries() {
+  for (const id of ['consumer-id', 'usages-project', 'usages-user']) {
+    $(id).value = '';
+  }
+  for (const id of ['candidates-query', 'capacity-query']) {
+    $(id).value = $(id).defaultValue;
+  }
+  if (location.hash) {
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  showView('providers');
+}
+
 function disconnect(message, error = false) {
   clearData();
-  state.token = '';
+  clearQueries();
+  session.token = '';
   sessionStorage.removeItem(TOKEN_KEY);
   $('token').value = '';
   setStatus(message, error);
@@ -1181,15 +1174,13 @@ function disconnect(message, error = false) {
 
 async function connect() {
   clearData();
-  const gen = state.generation;
   try {
     await loadProviders();
-    if (gen !== state.generation) return;
     $('disconnect').hidden = false;
+    $('detail').replaceChildren(h('p', { class: 'muted' }, 'Pick a provider.'));
     route();
     schedulePoll(nextPollMs());
   } catch (err) {
-    if (gen !== state.generation) return;
     clearData();
     setStatus(refused(err)
       ? `Token refused (${err.message})` : `Cannot list providers: ${err.message}`,
@@ -1215,11 +1206,11 @@ async function loadSettings() {
 }
 
 async function init() {
-  $('token').value = state.token;
+  $('token').value = session.token;
   $('login').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    state.token = $('token').value.trim();
-    sessionStorage.setItem(TOKEN_KEY, state.token);
+    session.token = $('token').value.trim();
+    sessionStorage.setItem(TOKEN_KEY, session.token);
     connect();
   });
   $('disconnect').addEventListener('click', () => {
@@ -1261,7 +1252,7 @@ async function init() {
     }
   });
   await loadSettings();
-  if (state.token) connect();
+  if (session.token) connect();
   else setStatus('Enter a token.');
 }
 
