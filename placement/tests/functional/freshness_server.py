@@ -69,10 +69,10 @@ _SHARED_OVERLAY = 12
 
 
 def _share(directory):
-    from placement.objects.candidates import world
-    world.SHARED_DIR = directory
-    world.SHARE_FROM = 0
-    world._OVERLAY = _SHARED_OVERLAY
+    from placement.objects.candidates.world import settings
+    settings.SHARED_DIR = directory
+    settings.SHARE_FROM = 0
+    settings.OVERLAY = _SHARED_OVERLAY
 
 
 def _verify_kept():
