@@ -3,7 +3,7 @@
 Two engines answer alike (the differential tests hold them to each other
 and to upstream); which one runs is chosen here, and only here:
 
-* the world engine (world.py, search.py): this process keeps every
+* the world engine (world/, search.py): this process keeps every
   provider in memory and brings it up to date at the start of each
   request with a change check that costs two tiny queries. It needs a
   database that counts its changes (placement.objects.changes: the

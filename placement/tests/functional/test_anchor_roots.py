@@ -170,7 +170,7 @@ def test_trees_changed_since_the_snapshot_are_judged_as_they_are_now(
     a tree deleted, a new one; a request asked before the changes (its
     list kept, brought up to date) and one asked first after them. Also
     when the log of edits is dropped at every refresh (a world keeps at
-    most _CACHE), the lists with it."""
+    most CACHE), the lists with it."""
     if kept is not None:
         monkeypatch.setattr(world_settings, 'CACHE', kept)
     trait_and_a = ('/allocation_candidates?resources=VCPU:1'

@@ -1,4 +1,4 @@
-"""The in-memory world (candidates/world.py, search.py) answers exactly
+"""The in-memory world (candidates/world/, search.py) answers exactly
 as the SQL engine, is never stale for a writer, and samples fairly.
 
 * Random worlds (the differential test's, side by side: trees, sharing

@@ -1,13 +1,14 @@
-"""The world a node's processes share (candidates/snapshot.py, world.py).
+"""The world a node's processes share (candidates/snapshot.py, world/).
 
 A large world is written once to a file every process of the node maps:
 a process starting later maps it and catches up from the change log
 instead of reading every provider; after enough changes one process
 writes a newer file and the others move to it. These tests lower the
-thresholds (``SHARE_FROM``, ``_OVERLAY``) so that a handful of providers
-goes through each step. That every answer stays the database's through
-all of it is the freshness check's (test_world_freshness.py runs its
-world processes sharing a file, made again every few changes).
+thresholds (world/settings.py's ``SHARE_FROM``, ``OVERLAY``) so that a
+handful of providers goes through each step. That every answer stays the
+database's through all of it is the freshness check's
+(test_world_freshness.py runs its world processes sharing a file, made
+again every few changes).
 """
 import mmap
 import os
@@ -164,7 +165,7 @@ def test_a_newer_file_after_many_changes_and_the_others_follow(
         cloud.allocate(str(uuidlib.uuid4()), a, VCPU=1)
         _refresh(second, engine)
         assert second.changed and second.base.ino == old
-        # Past _OVERLAY (not twice): answered as it is now, the file
+        # Past OVERLAY (not twice): answered as it is now, the file
         # renewed apart (in the request on SQLite).
         more = []
         while first._renewal is None and len(full_reads) == 1:
@@ -461,7 +462,7 @@ def test_a_node_file_too_old_to_catch_up_from_is_read_apart(
             ctx = context.RequestContext(user_id='admin', project_id='admin')
             assert changes.reload_everywhere(ctx)
         else:
-            # Past twice _OVERLAY (3): no catch-up.
+            # Past twice OVERLAY (3): no catch-up.
             for i in range(7):
                 cloud.inventory(first.rps[first.roots[i % 6]].uuid,
                                 VCPU=9 + i)

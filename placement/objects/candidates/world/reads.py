@@ -28,7 +28,7 @@ def provider_rows(conn, ids):
     return out
 
 
-# What World._read reads, and the column naming each row's provider.
+# What provider_rows reads, and the column naming each row's provider.
 _READS = (
     (sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id,
                _RP.c.root_provider_id), _RP.c.id),

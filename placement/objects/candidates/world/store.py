@@ -97,11 +97,12 @@ class Store:
         self.loads += 1
 
     def _base_on(self, ctx, snap):
-        """Make ``snap`` the base, its kinds made."""
+        """Make ``snap`` the base, its kinds made, not counted as a load:
+        a scratch world renders a new file's trees so (Rendering)."""
         self._start_over(snap)
-        names = self._names(ctx)
+        names = self._name_lookups(ctx)
         for raw in snap.kinds:
-            self._kind(raw, names)
+            self._index_of_kind(raw, names)
 
     def _start_over(self, snap):
         """``snap`` and nothing else: no kind made yet, nothing changed
@@ -110,7 +111,7 @@ class Store:
         self.kinds = []                 # Kind by index, the base's first
         self._parts = []                # their model.Part, by index
         self._kind_index = {}           # raw kind -> index
-        self._alike = {}                # what kinds share, see _kind()
+        self._alike = {}                # what kinds share, see _index_of_kind()
         self.changed = {}               # id -> Rec, None if gone
         self._tree_ov = {}              # root -> ids, trees changed
         self._uuid_ov = {}              # uuid -> id, providers changed
@@ -140,11 +141,13 @@ class Store:
         self._per_tree = None           # see per_tree()
 
     @staticmethod
-    def _names(ctx):
+    def _name_lookups(ctx):
+        """(class id -> name, trait id -> name), each name looked up once
+        and only when a kind needs it."""
         return (model.OnFirstUse(lambda rc: rc_obj.name_for_id(ctx, rc)),
                 model.OnFirstUse(lambda t: trait_obj.name_for_id(ctx, t)))
 
-    def _kind(self, raw, names):
+    def _index_of_kind(self, raw, names):
         """The index of kind ``raw`` (see snapshot.Snapshot.kinds), made
         on first sight. What kinds share is made once (``_alike``): a
         million providers' 14,000 kinds have 43,000 inventories but 135
@@ -221,9 +224,9 @@ class Store:
         for rid in ids:
             self._drop(rid)
         raws = snapshot.kinds_of(invs, usage, traits, aggs)
-        names = self._names(ctx)
+        names = self._name_lookups(ctx)
         for rid, uuid, parent, root in sorted(rps):
-            k = self._kind(raws.get(rid, snapshot.NO_KIND), names)
+            k = self._index_of_kind(raws.get(rid, snapshot.NO_KIND), names)
             self._add(Rec(rid, uuid, parent, snapshot.root_or_self(rid, root),
                           self.kinds[k], k))
 
