@@ -16,7 +16,8 @@ The parts, each a module of this package (World is made of their
 classes):
 
 * ``registry``: one World per database of this process (for_connection);
-* ``freshness``: the change check and the full loads (refresh);
+* ``freshness``: the change check and the full loads (refresh), and who
+  answers while a world is first loaded (ready_to_answer);
 * ``reads``: what is read from the database;
 * ``store``: the snapshot and what changed since, as records and kinds;
 * ``indexes``: what a search looks providers up by, and its memos;
@@ -35,6 +36,7 @@ World = registry.World
 for_connection = registry.for_connection
 _WORLDS = registry._WORLDS
 configure = settings.configure
+answered_from_database = freshness.answered_from_database
 render_trees_with = rendering.render_trees_with
 Kind, Rec, ProviderModels = store.Kind, store.Rec, store.ProviderModels
 FULL_LOADS = freshness.FULL_LOADS

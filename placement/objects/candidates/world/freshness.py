@@ -17,6 +17,11 @@ what changed since the snapshot grows past a tenth of it
 renews the file instead and requests go on meanwhile: ``_renew_apart``),
 and when the log was pruned between its two reads. Each is logged at INFO
 and counted in /metrics.
+
+Who answers while a world is first loaded is decided here too
+(``ready_to_answer``): a long first load runs in a thread, the SQL engine
+answering meanwhile, so that a world's states -- unloaded, loading apart,
+loaded -- are one object's.
 """
 import threading
 import time
@@ -50,6 +55,20 @@ REFRESH_SECONDS = prometheus_client.Counter(
     'Time spent bringing the in-memory world up to date.')
 # Snapshot files this process could not write (warned once each).
 _UNSHARED = set()
+# Held while a request decides whether a first load runs apart.
+_LOADING_LOCK = threading.Lock()
+# A request that started a first load apart: the Event its answer from
+# the database sets, which the load waits for (settings.LOAD_WAITS).
+_STARTED = threading.local()
+
+
+def answered_from_database():
+    """This thread's request was answered by the SQL engine: a first load
+    it started (Freshness.ready_to_answer) may begin."""
+    answered = getattr(_STARTED, 'answered', None)
+    if answered is not None:
+        _STARTED.answered = None
+        answered.set()
 
 
 def renew_node_file(world_class, path, ino, engine, config, mysql):
@@ -142,6 +161,59 @@ class Freshness:
             self._searched = {}
             self._searched_size = 0
         REFRESH_SECONDS.inc(time.perf_counter() - start)
+
+    def ready_to_answer(self, ctx, conn):
+        """Whether this world answers: 'now' once loaded, or when loading
+        it is quick; 'after' this process's read of it; None: the SQL
+        engine answers. A first load that reads a large world from the
+        database (a node starting with no snapshot file: 7 s at a million
+        providers) runs in a thread of its own, and the request that
+        started it, and those of processes waiting for another's file,
+        are answered by the SQL engine -- from the database, so as fresh.
+        The later requests of the process reading the world wait for it
+        (on the world's lock): answering them from the database would
+        take the CPU the read needs (a node answering every request so
+        took 29 s, not 8, to have every worker loaded). So does a long
+        catch-up from the node's file, unless candidates are randomized.
+        A world half read never answers."""
+        if self.loads:
+            return 'now'
+        with _LOADING_LOCK:
+            if self.loading_apart:
+                return 'after' if self.reading else None
+            # A long catch-up runs apart where the SQL engine answers a
+            # limit from the first trees; its random sample reads them
+            # all (1.2-1.5 s at a million providers, longer than the
+            # catch-up).
+            randomize = ctx.config.placement.randomize_allocation_candidates
+            if not self.first_load_is_long(conn,
+                                           catch_up_apart=not randomize):
+                return 'now'
+            self.loading_apart = True
+        _STARTED.answered = threading.Event()
+        threading.Thread(target=self._load_apart,
+                         name='placement-world-load',
+                         args=(conn.engine, ctx.config, _STARTED.answered),
+                         daemon=True).start()
+        return None
+
+    def _load_apart(self, engine, config, answered):
+        """The first load of this world, on a connection of its own, once
+        the request that started it is ``answered`` from the database (at
+        most LOAD_WAITS seconds later): that answer takes a second alone,
+        three when it shares the interpreter with the read."""
+        answered.wait(settings.LOAD_WAITS)
+        ctx = placement_context.admin_context(config)
+        with self.lock:
+            try:
+                with engine.connect() as conn:
+                    self.refresh(ctx, conn)
+            except Exception:
+                LOG.exception('Allocation candidates: reading the world '
+                              'failed; the database answers until a '
+                              'request tries again.')
+            finally:
+                self.loading_apart = False
 
     def _catch_up(self, ctx, conn, current):
         """Read again the providers logged since the counters this world

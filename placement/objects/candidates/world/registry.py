@@ -33,7 +33,7 @@ class World(freshness.Freshness, store.Store, indexes.SearchIndexes,
         self.tree_traits = model.OnFirstUse(self._traits_in_tree)
         self._mysql = False
         self.loads = 0                  # full loads (tests)
-        self.loading_apart = False      # see engine._ready
+        self.loading_apart = False      # see ready_to_answer
         self.reading = False            # see _reading
         self._renewal = None            # (base inode, thread): _renew_apart
         self._opened = None             # see first_load_is_long

@@ -29,13 +29,16 @@ EACH_MEMOS = 32
 # the processes of a node (``SHARED_DIR``; None: never).
 SHARE_FROM = 10000
 # A first load reading at least this many providers from the database
-# runs apart from the requests (engine._ready).
+# runs apart from the requests (World.ready_to_answer).
 READ_APART_FROM = 10000
 # So does one catching up with at least this many providers logged since
 # the node's file (a restarted node's: 10,000 took a process 1-1.6 s,
 # beside its siblings' imports 2-3 s, before its first answer).
 CATCH_UP_APART_FROM = 2000
 SHARED_DIR = snapshot.default_directory()
+# Seconds a first load run apart waits for the request that started it
+# to be answered from the database.
+LOAD_WAITS = 5.0
 # (key, render): what renders a model.Tree's provider summaries for the
 # node's snapshot file (rendering.render_trees_with).
 RENDERER = None

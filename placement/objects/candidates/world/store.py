@@ -111,7 +111,7 @@ class Store:
         self.kinds = []                 # Kind by index, the base's first
         self._parts = []                # their model.Part, by index
         self._kind_index = {}           # raw kind -> index
-        self._alike = {}                # what kinds share, see _index_of_kind()
+        self._alike = {}                # what kinds share: _index_of_kind
         self.changed = {}               # id -> Rec, None if gone
         self._tree_ov = {}              # root -> ids, trees changed
         self._uuid_ov = {}              # uuid -> id, providers changed
