@@ -189,7 +189,6 @@ def positions_of_ones(marks, offset):
     return kept
 
 
-
 class SearchIndexes:
     """World's part that answers a search's lookups and keeps its memos."""
 

@@ -56,4 +56,3 @@ class Rendering:
                 yield None if shape < 0 else self._base_tree(
                     starts[i], starts[i + 1], shape)
         return snapshot.rendered_section(data, key, render(trees()))
-

@@ -82,7 +82,6 @@ class ProviderModels(dict):
             return default
 
 
-
 class Store:
     """World's part that holds the snapshot and what changed since."""
 

@@ -256,4 +256,3 @@ class TreeBuilding:
         """The uuid of provider ``rid`` (encoded), None if there is none."""
         rec = self.rps.get(rid)
         return rec.uuid.encode() if rec is not None else None
-
