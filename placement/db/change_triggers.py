@@ -1,7 +1,7 @@
 """Database triggers that count every write to what candidates read.
 
 Each API process keeps the providers in memory (``objects/candidates/
-world.py``) and refreshes it from the change counters and log
+world/``) and refreshes it from the change counters and log
 (``placement_change_slots``, ``placement_changes``; see
 ``objects/changes.py`` for why they are exact). Who bumps them must not
 depend on the writer remembering to: our API, upstream's API serving the

@@ -1,7 +1,7 @@
 """Count every committed change to what allocation candidates read.
 
 Each API process keeps the providers, inventories, usage, traits and
-aggregates in memory (``candidates/world.py``) and must see any write
+aggregates in memory (``candidates/world/``) and must see any write
 committed before a request began, whoever made it: this process, another
 API node, upstream's API on the same database during a rolling upgrade,
 or an operator's SQL. Database triggers (``placement/db/

@@ -3,7 +3,7 @@
 Two engines answer alike (the differential tests hold them to each other
 and to upstream); which one runs is chosen here, and only here:
 
-* the world engine (world.py, search.py): this process keeps every
+* the world engine (world/, search.py): this process keeps every
   provider in memory and brings it up to date at the start of each
   request with a change check that costs two tiny queries. It needs a
   database that counts its changes (placement.objects.changes: the
@@ -12,8 +12,9 @@ and to upstream); which one runs is chosen here, and only here:
   upstream's placement-manage, not yet upgraded by ours -- or when
   ``USE_WORLD`` is off (tests of the SQL engine); and while a process
   reads a large world from a database server for the first time with no
-  snapshot file of the node to start from (``_ready``: a cold node
-  answers in a second, not after the seven a million providers take).
+  snapshot file of the node to start from (``World.ready_to_answer``:
+  a cold node answers in a second, not after the seven a million
+  providers take).
 
 The world search applies the rules of rules.py; the SQL engine restates
 them as SQL terms named after them, which only the differential tests
@@ -23,11 +24,7 @@ hold to rules.py. Both hand their groups to the same combiner
 """
 import contextlib
 import functools
-import threading
 
-from oslo_log import log as logging
-
-from placement import context as placement_context
 from placement.db import api as db_api
 from placement import exception
 from placement.objects.candidates import search
@@ -37,12 +34,6 @@ from placement.objects.candidates import world as world_mod
 # Answer from the in-memory world when the database counts its changes;
 # tests of the SQL engine turn it off.
 USE_WORLD = True
-LOG = logging.getLogger(__name__)
-_LOADING_LOCK = threading.Lock()
-# A request that started a first load: the Event its answer from the
-# database sets, which the load waits for (at most _LOAD_WAITS seconds).
-_STARTED = threading.local()
-_LOAD_WAITS = 5.0
 
 
 @db_api.replica_reader(recheck=(exception.ResourceClassNotFound,
@@ -79,18 +70,15 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     try:
         return sql.find_in_database(ctx, groups, wide, **options)
     finally:
-        answered = getattr(_STARTED, 'answered', None)
-        if answered is not None:
-            _STARTED.answered = None
-            answered.set()
+        world_mod.answered_from_database()
 
 
 def _find_in_world(ctx, groups, wide, rendered_as, options):
     """find's answer from this process's world, or None when the SQL
-    engine answers (see _ready)."""
+    engine answers (see World.ready_to_answer)."""
     with db_api.one_statement_reader(ctx) as conn:
         the_world = world_mod.for_connection(conn)
-        how = _ready(ctx, conn, the_world) if the_world else None
+        how = the_world.ready_to_answer(ctx, conn) if the_world else None
         if how is None:
             return None
         with the_world.lock:
@@ -109,59 +97,6 @@ def render_trees_with(key, render):
     ``render`` renders them, for the requests that ask for ``key``
     (find's ``rendered_as``): see world.render_trees_with."""
     world_mod.render_trees_with(key, render)
-
-
-def _ready(ctx, conn, the_world):
-    """Whether ``the_world`` answers: 'now' once loaded, or when loading
-    it is quick; 'after' this process's read of it; None: the SQL engine
-    answers. A first load that reads a large world from the database (a
-    node starting with no snapshot file: 7 s at a million providers) runs
-    in a thread of its own, and the request that started it, and those of
-    processes waiting for another's file, are answered by the SQL engine
-    -- from the database, so as fresh. The later requests of the process
-    reading the world wait for it (on the world's lock): answering them
-    from the database would take the CPU the read needs (a node answering
-    every request so took 29 s, not 8, to have every worker loaded). So
-    does a long catch-up from the node's file, unless candidates are
-    randomized. A world half read never answers."""
-    if the_world.loads:
-        return 'now'
-    with _LOADING_LOCK:
-        if the_world.loading_apart:
-            return 'after' if the_world.reading else None
-        # A long catch-up runs apart where the SQL engine answers a
-        # limit from the first trees; its random sample reads them all
-        # (1.2-1.5 s at a million providers, longer than the catch-up).
-        randomize = ctx.config.placement.randomize_allocation_candidates
-        if not the_world.first_load_is_long(conn,
-                                            catch_up_apart=not randomize):
-            return 'now'
-        the_world.loading_apart = True
-    _STARTED.answered = threading.Event()
-    threading.Thread(target=_load_apart, name='placement-world-load',
-                     args=(the_world, conn.engine, ctx.config,
-                           _STARTED.answered),
-                     daemon=True).start()
-    return None
-
-
-def _load_apart(the_world, engine, config, answered):
-    """The first load of ``the_world``, on a connection of its own, once
-    the request that started it is ``answered`` from the database (at
-    most _LOAD_WAITS seconds later): that answer takes a second alone,
-    three when it shares the interpreter with the read."""
-    answered.wait(_LOAD_WAITS)
-    ctx = placement_context.admin_context(config)
-    with the_world.lock:
-        try:
-            with engine.connect() as conn:
-                the_world.refresh(ctx, conn)
-        except Exception:
-            LOG.exception('Allocation candidates: reading the world '
-                          'failed; the database answers until a request '
-                          'tries again.')
-        finally:
-            the_world.loading_apart = False
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Allocation candidates searched in the in-memory world (``world.py``).
+"""Allocation candidates searched in the in-memory world (``world/``).
 
 The general algorithm, in one place:
 
@@ -265,7 +265,7 @@ class _Request:
         {class name: [ids]}} for the unnumbered one.
 
         What an inventory can serve is judged once per kind (providers
-        alike share one, see world.py), and only the providers whose
+        alike share one, see world/store.py), and only the providers whose
         inventory serves something are looked at one by one (their
         records made): in a cloud of alike trees, a few checks and a pass
         at C speed."""

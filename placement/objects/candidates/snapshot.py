@@ -8,7 +8,7 @@ usage), traits and aggregates are one *kind*, stored once however many
 providers have it (a cloud's providers are alike). Read in place -- from
 a bytes object, or from a file mapped read-only -- nothing is copied into
 Python objects but the kinds, so the processes of one API node that map
-the same file hold one copy of the world between them (world.py keeps,
+the same file hold one copy of the world between them (world/ keeps,
 per process, only what changed since and the providers it has looked at
 lately).
 
@@ -313,7 +313,8 @@ def _grouped(rows, whole=True):
 
 def kinds_of(invs, usage, traits, aggs):
     """{provider id: its kind} (see Snapshot.kinds) of the rows
-    world.World._read gives; a provider with none of them is NO_KIND."""
+    world.reads.provider_rows gives; a provider with none of them is
+    NO_KIND."""
     used = {(rid, rc): int(n) for rid, rc, n in usage if n}
     inv_of = _grouped([
         (rid, rc, total, reserved, ratio, min_unit, max_unit, step,
@@ -330,7 +331,7 @@ def kinds_of(invs, usage, traits, aggs):
 
 
 def build(rps, invs, usage, traits, aggs, epoch, slots):
-    """The bytes of a Snapshot of the rows world.World._read gives.
+    """The bytes of a Snapshot of the rows world.reads.provider_rows gives.
 
     Column by column (list comprehensions, C-speed sorts): a million
     providers in a few seconds."""

@@ -1,7 +1,7 @@
 """Allocation candidates in SQL: the engine of a database that does not
 count its changes.
 
-engine.find answers from this process's in-memory world (world.py,
+engine.find answers from this process's in-memory world (world/,
 search.py) when the database counts its changes
 (placement.objects.changes); one that does not -- made by upstream's
 placement-manage, not yet upgraded by ours -- is answered here: the same

@@ -1,7 +1,7 @@
 """The model-based freshness check of the in-memory world (issue 28).
 
 GET /allocation_candidates is answered from each process's in-memory world
-(candidates/world.py), refreshed at every request from the database's
+(candidates/world/), refreshed at every request from the database's
 change counters. This check proves that no write, by anybody, leaves a
 world behind: random sequences of every write the API offers, made by a
 random one of our processes at random microversions (and, by mode, by

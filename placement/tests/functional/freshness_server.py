@@ -8,7 +8,7 @@ Serves our WSGI app over an existing database, one request at a time,
 through JSON lines rather than HTTP: each stdin line is {"method",
 "path", "version", "body", "headers"} and each answer one stdout line
 {"status", "body", "ms"} (ms: the time it took here). What the check is
-about -- every process keeping its own world (candidates/world.py) and
+about -- every process keeping its own world (candidates/world/) and
 refreshing it from the database's change counters -- is the same as
 under gunicorn; a socket per request
 would only make each of the check's steps slower.
@@ -35,7 +35,7 @@ between two steps (freshness_operator.py).
 
 ``--share DIR``: the world processes share their snapshot through a
 file in DIR whatever the world's size, and make a new one after
-``_SHARED_OVERLAY`` changes (world.py's thresholds, lowered so that a
+``_SHARED_OVERLAY`` changes (world/settings.py's thresholds, lowered so that a
 check of a few thousand steps maps, catches up from and switches
 snapshots many times).
 
@@ -69,10 +69,10 @@ _SHARED_OVERLAY = 12
 
 
 def _share(directory):
-    from placement.objects.candidates import world
-    world.SHARED_DIR = directory
-    world.SHARE_FROM = 0
-    world._OVERLAY = _SHARED_OVERLAY
+    from placement.objects.candidates.world import settings
+    settings.SHARED_DIR = directory
+    settings.SHARE_FROM = 0
+    settings.OVERLAY = _SHARED_OVERLAY
 
 
 def _verify_kept():

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from placement.objects.candidates import search
-from placement.objects.candidates import world as world_mod
+from placement.objects.candidates.world import settings as world_settings
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidate_gather as twr
@@ -170,9 +170,9 @@ def test_trees_changed_since_the_snapshot_are_judged_as_they_are_now(
     a tree deleted, a new one; a request asked before the changes (its
     list kept, brought up to date) and one asked first after them. Also
     when the log of edits is dropped at every refresh (a world keeps at
-    most _CACHE), the lists with it."""
+    most CACHE), the lists with it."""
     if kept is not None:
-        monkeypatch.setattr(world_mod, '_CACHE', kept)
+        monkeypatch.setattr(world_settings, 'CACHE', kept)
     trait_and_a = ('/allocation_candidates?resources=VCPU:1'
                    '&required=HW_CPU_X86_AVX2&member_of=' + AGG_A)
     b_only = '/allocation_candidates?resources=VCPU:1&member_of=' + AGG_B

@@ -1,4 +1,4 @@
-"""The in-memory world (candidates/world.py, search.py) answers exactly
+"""The in-memory world (candidates/world/, search.py) answers exactly
 as the SQL engine, is never stale for a writer, and samples fairly.
 
 * Random worlds (the differential test's, side by side: trees, sharing
@@ -26,6 +26,7 @@ import webob
 from placement.objects.candidates import engine
 from placement.objects.candidates import search
 from placement.objects.candidates import world as world_mod
+from placement.objects.candidates.world import settings as world_settings
 from placement.objects import changes
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
@@ -426,7 +427,7 @@ def test_a_catch_up_reads_every_chunk_of_the_providers_logged(ctx,
     """A catch-up reads the providers logged since in chunks (their ids
     written into the statements as numbers): each chunk's providers come
     with their inventories, usage, traits and aggregates."""
-    monkeypatch.setattr(world_mod, '_CHUNK', 2)
+    monkeypatch.setattr(world_settings, 'CHUNK', 2)
     with gabbits.app_and_engine_over_world(cw.WorldBuilder()) as (app,
                                                                    engine):
         cloud = _Cloud(app)

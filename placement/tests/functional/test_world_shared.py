@@ -1,13 +1,14 @@
-"""The world a node's processes share (candidates/snapshot.py, world.py).
+"""The world a node's processes share (candidates/snapshot.py, world/).
 
 A large world is written once to a file every process of the node maps:
 a process starting later maps it and catches up from the change log
 instead of reading every provider; after enough changes one process
 writes a newer file and the others move to it. These tests lower the
-thresholds (``SHARE_FROM``, ``_OVERLAY``) so that a handful of providers
-goes through each step. That every answer stays the database's through
-all of it is the freshness check's (test_world_freshness.py runs its
-world processes sharing a file, made again every few changes).
+thresholds (world/settings.py's ``SHARE_FROM``, ``OVERLAY``) so that a
+handful of providers goes through each step. That every answer stays the
+database's through all of it is the freshness check's
+(test_world_freshness.py runs its world processes sharing a file, made
+again every few changes).
 """
 import mmap
 import os
@@ -22,6 +23,7 @@ from placement.db import change_triggers
 from placement.objects.candidates import model
 from placement.objects.candidates import snapshot
 from placement.objects.candidates import world as world_mod
+from placement.objects.candidates.world import settings as world_settings
 from placement.objects import changes
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
@@ -33,9 +35,9 @@ from placement.tests.functional import test_candidates_world as tcw
 def shared(monkeypatch, tmp_path):
     # What [candidates] world_dir says, whatever the app's configuration.
     monkeypatch.setattr(world_mod, 'configure', lambda conf: None)
-    monkeypatch.setattr(world_mod, 'SHARED_DIR', str(tmp_path))
-    monkeypatch.setattr(world_mod, 'SHARE_FROM', 0)
-    monkeypatch.setattr(world_mod, '_OVERLAY', 3)
+    monkeypatch.setattr(world_settings, 'SHARED_DIR', str(tmp_path))
+    monkeypatch.setattr(world_settings, 'SHARE_FROM', 0)
+    monkeypatch.setattr(world_settings, 'OVERLAY', 3)
     return tmp_path
 
 
@@ -43,14 +45,14 @@ def shared(monkeypatch, tmp_path):
 def full_reads(monkeypatch):
     """The worlds that read every provider from the database, in order."""
     readers = []
-    real = world_mod.World._read
+    real = world_mod.World._read_rows
 
     def _read(self, conn, ids):
         if ids is None:
             readers.append(self)
         return real(self, conn, ids)
 
-    monkeypatch.setattr(world_mod.World, '_read', _read)
+    monkeypatch.setattr(world_mod.World, '_read_rows', _read)
     return readers
 
 
@@ -163,7 +165,7 @@ def test_a_newer_file_after_many_changes_and_the_others_follow(
         cloud.allocate(str(uuidlib.uuid4()), a, VCPU=1)
         _refresh(second, engine)
         assert second.changed and second.base.ino == old
-        # Past _OVERLAY (not twice): answered as it is now, the file
+        # Past OVERLAY (not twice): answered as it is now, the file
         # renewed apart (in the request on SQLite).
         more = []
         while first._renewal is None and len(full_reads) == 1:
@@ -199,7 +201,7 @@ def _held_renewals(monkeypatch):
     is set, and raise the messages put in ``failures`` instead."""
     release = threading.Event()
     failures = []
-    real = world_mod.World._bytes
+    real = world_mod.World._read_snapshot
 
     def held(self, conn, epoch, current):
         if threading.current_thread().name == 'placement-world-renew':
@@ -208,7 +210,7 @@ def _held_renewals(monkeypatch):
                 raise RuntimeError(failures.pop())
         return real(self, conn, epoch, current)
 
-    monkeypatch.setattr(world_mod.World, '_bytes', held)
+    monkeypatch.setattr(world_mod.World, '_read_snapshot', held)
     return release, failures
 
 
@@ -306,7 +308,7 @@ def test_a_file_of_another_epoch_or_broken_is_not_used(shared, full_reads):
 
 
 def test_small_worlds_are_not_written(shared, monkeypatch, full_reads):
-    monkeypatch.setattr(world_mod, 'SHARE_FROM', 3)
+    monkeypatch.setattr(world_settings, 'SHARE_FROM', 3)
     with _app_and_engine() as (app, engine):
         cloud, a = _cloud_of_one(app)
         first = _process(engine)
@@ -323,7 +325,7 @@ def test_a_directory_it_cannot_write_leaves_a_copy_per_process(
     (warned once), and answers as ever."""
     blocked = shared / 'a-file'
     blocked.write_text('')
-    monkeypatch.setattr(world_mod, 'SHARED_DIR', str(blocked / 'worlds'))
+    monkeypatch.setattr(world_settings, 'SHARED_DIR', str(blocked / 'worlds'))
     with _app_and_engine() as (app, engine):
         cloud, a = _cloud_of_one(app)
         first = _process(engine)
@@ -362,7 +364,7 @@ def answered(monkeypatch):
     first reads of 5 providers or more run apart."""
     from placement.objects.candidates import search
     from placement.objects.candidates import sql
-    monkeypatch.setattr(world_mod, 'READ_APART_FROM', 5)
+    monkeypatch.setattr(world_settings, 'READ_APART_FROM', 5)
     engines = []
     for module, name, label in ((search, 'find_in_world', 'world'),
                                 (sql, 'find_in_database', 'sql')):
@@ -392,7 +394,7 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
     release = threading.Event()
     reading = threading.Event()
     failures = []
-    real_bytes = world_mod.World._bytes
+    real_bytes = world_mod.World._read_snapshot
 
     def held_bytes(self, conn, epoch, current):
         assert self.reading
@@ -402,7 +404,7 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
             raise RuntimeError(failures.pop())
         return real_bytes(self, conn, epoch, current)
 
-    monkeypatch.setattr(world_mod.World, '_bytes', held_bytes)
+    monkeypatch.setattr(world_mod.World, '_read_snapshot', held_bytes)
 
     def loader():
         return [t for t in threading.enumerate()
@@ -460,7 +462,7 @@ def test_a_node_file_too_old_to_catch_up_from_is_read_apart(
             ctx = context.RequestContext(user_id='admin', project_id='admin')
             assert changes.reload_everywhere(ctx)
         else:
-            # Past twice _OVERLAY (3): no catch-up.
+            # Past twice OVERLAY (3): no catch-up.
             for i in range(7):
                 cloud.inventory(first.rps[first.roots[i % 6]].uuid,
                                 VCPU=9 + i)
@@ -487,7 +489,7 @@ def test_a_long_catch_up_from_the_node_file_runs_apart(
     the world does, made from the file and the changes (no full read).
     Behind by fewer, or with candidates randomized (the SQL engine's
     sample reads every tree), it catches up in the request."""
-    monkeypatch.setattr(world_mod, 'CATCH_UP_APART_FROM', 2)
+    monkeypatch.setattr(world_settings, 'CATCH_UP_APART_FROM', 2)
     world, path = _six_hosts()
     overrides = {('placement', 'randomize_allocation_candidates'):
                  randomize}
@@ -519,15 +521,15 @@ def test_a_large_first_read_waits_for_the_answer_of_the_request_that_began_it(
     database before the read begins: sharing the interpreter with the
     read, a cold node's first answer took three times as long."""
     from placement.objects.candidates import sql
-    monkeypatch.setattr(world_mod, 'READ_APART_FROM', 5)
+    monkeypatch.setattr(world_settings, 'READ_APART_FROM', 5)
     reading = threading.Event()
-    real_bytes = world_mod.World._bytes
+    real_bytes = world_mod.World._read_snapshot
 
     def noted_bytes(self, conn, epoch, current):
         reading.set()
         return real_bytes(self, conn, epoch, current)
 
-    monkeypatch.setattr(world_mod.World, '_bytes', noted_bytes)
+    monkeypatch.setattr(world_mod.World, '_read_snapshot', noted_bytes)
     read_during_answer = []
     real_find = sql.find_in_database
 
@@ -625,8 +627,8 @@ def test_a_rendering_that_fails_leaves_the_file_without_it(
         yield b''
         raise RuntimeError('a bug')
 
-    key, _render = world_mod._RENDERER
-    monkeypatch.setattr(world_mod, '_RENDERER', (key, broken))
+    key, _render = world_settings.RENDERER
+    monkeypatch.setattr(world_settings, 'RENDERER', (key, broken))
     with _app_and_engine() as (app, engine):
         cloud, a = _cloud_of_one(app, vcpu=8)
         _alike_sql(monkeypatch, app, 'resources=VCPU:1', '1.39')

@@ -3,7 +3,7 @@
 Not upstream's: every write to what allocation candidates read
 (inventories, allocations, traits, aggregates, providers) counts itself
 here, so each API process can keep the world in memory and refresh it
-exactly (see placement/objects/candidates/world.py). Upstream's
+exactly (see placement/objects/candidates/world/). Upstream's
 placement-manage ignores these tables.
 
 The first revision of our own track. Releases before the track existed
