@@ -9,8 +9,8 @@ Meanwhile every process must answer from the database (it asks at every
 request in this check: ``freshness_server.py --recheck-always``), and
 once they are back, reload: the writes made meanwhile were never
 counted. The check lets a world process answer with SQL from the step
-that turns them off until a few steps after they are back
-(``Operator.sql_allowed``).
+that turns them off until every world answers from memory again, at
+most 50 steps after they are back (``Operator.sql_allowed``).
 
 Backups:
 
@@ -198,9 +198,11 @@ def triggers_on(engine, table):
                 change_triggers.install_one(conn, name)
 
 
-# Steps a world may still answer with SQL after the triggers are back
-# (its first request there starts a new epoch, in a thread).
-_GRACE = 5
+# Steps a world may still answer with SQL after the triggers are back:
+# its first request there starts a new epoch, in a thread, which on a
+# loaded machine (or behind SQLite's lock) may take a few requests. The
+# grace ends sooner, once every world has answered from memory.
+_GRACE = 50
 
 
 class Operator:
@@ -230,6 +232,11 @@ class Operator:
     def sql_allowed(self):
         """Whether a world process may answer from the database now."""
         return self.off_table is not None or self.grace > 0
+
+    def answered_from_memory(self):
+        """Every world answered from memory: back, the grace is over."""
+        if self.off_table is None:
+            self.grace = 0
 
     def make(self, rnd):
         if self.restore_in == 0:
