@@ -27,6 +27,7 @@ from placement.db import batch
 from placement.db import models
 from placement import errors
 from placement import exception
+from placement.objects import capacity_rules
 from placement.objects import consumer as consumer_obj
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
@@ -420,10 +421,10 @@ def _check_capacity(items, rc_names, inventories, usage, prev_usage):
     ``items`` is [(rp_row, rc_id, amount)] in request order; amount 0 marks
     a class being emptied. ``usage`` is what others hold (the writing
     consumers' current claims taken out), ``prev_usage`` what all held
-    before this write. Capacity is (total - reserved) * ratio; a write
-    that leaves a provider over capacity is still allowed when it makes the
-    overage no worse than before (as upstream allows).
-    """
+    before this write. Units and capacity are capacity_rules'; the
+    write's total on a key counts. A write that leaves a provider over
+    capacity is allowed when it makes the overage no worse than before
+    (as upstream allows)."""
     rc_ids = {rc for _rp, rc, _n in items}
     with_inventory = {rp_id for rp_id, _rc in inventories}
     missing = sorted({rp.uuid for rp, _rc, _n in items
@@ -444,18 +445,17 @@ def _check_capacity(items, rc_names, inventories, usage, prev_usage):
         if inv is None:
             raise InvalidInventory(resource_class=name,
                                    resource_provider=rp.uuid)
-        if (amount < inv.min_unit or amount > inv.max_unit
-                or amount % inv.step_size != 0):
+        lo, hi, step = inv.min_unit, inv.max_unit, inv.step_size
+        if not capacity_rules.units_allow(amount, lo, hi, step):
             LOG.warning('Allocation for %s on resource provider %s violates '
                         'min_unit, max_unit, or step_size. Requested: %s, '
                         'min_unit: %s, max_unit: %s, step_size: %s',
-                        name, rp.uuid, amount, inv.min_unit, inv.max_unit,
-                        inv.step_size)
+                        name, rp.uuid, amount, lo, hi, step)
             raise InvalidAllocationConstraintsViolated(
                 resource_class=name, resource_provider=rp.uuid)
-        used = usage.get(key, 0)
-        capacity = (inv.total - inv.reserved) * inv.allocation_ratio
-        if capacity < used + amount or capacity < used + running[key]:
+        used, capacity = usage.get(key, 0), capacity_rules.capacity(
+            inv.total, inv.reserved, inv.allocation_ratio)
+        if not capacity_rules.has_room(used, running[key], capacity):
             prev_used = prev_usage.get(key)
             if prev_used is not None and used + running[key] <= prev_used:
                 LOG.warning('Over capacity for %s on resource provider %s '

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import models
+from placement.objects import capacity_rules
 
 _ALLOC = models.ALLOC
 _CONSUMER = models.CONSUMER
@@ -51,8 +52,8 @@ def over_capacity(ctx):
     out = []
     for uuid, name, rc, amount, total, reserved, ratio in rows:
         # Capacity as the allocation check computes it (a float).
-        capacity = (total - reserved) * ratio
-        if amount > capacity:
+        capacity = capacity_rules.capacity(total, reserved, ratio)
+        if not capacity_rules.has_room(amount, 0, capacity):
             out.append({'kind': OVER_CAPACITY, 'provider': uuid,
                         'provider_name': name, 'resource_class': rc,
                         'used': int(amount), 'capacity': capacity})
@@ -84,10 +85,8 @@ def unit_violations(ctx):
         .select_from(_rp_rc(_ALLOC).join(_INV, sa.and_(
             _INV.c.resource_provider_id == _ALLOC.c.resource_provider_id,
             _INV.c.resource_class_id == _ALLOC.c.resource_class_id)))
-        .where(sa.or_(_ALLOC.c.used < _INV.c.min_unit,
-                      _ALLOC.c.used > _INV.c.max_unit,
-                      sa.and_(_INV.c.step_size > 0,
-                              _ALLOC.c.used % _INV.c.step_size != 0)))
+        .where(sa.not_(capacity_rules.units_allow_sql(_INV,
+                                                      _ALLOC.c.used)))
         .order_by(_ALLOC.c.consumer_id, _ALLOC.c.id))
     return [{'kind': BAD_UNIT, 'consumer': consumer, 'provider': uuid,
              'resource_class': rc, 'used': used, 'min_unit': lo,

@@ -48,6 +48,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects import capacity_rules
 from placement.objects.candidates import combine
 from placement.objects.candidates import model
 from placement.objects.candidates import sql
@@ -63,19 +64,23 @@ _AGG = models.AGG
 
 
 class _Inv:
+    """One inventory with its usage. ``cap`` is the capacity as the
+    candidates' filters compute it (on MySQL with the FLOAT ratio's single
+    precision), so that a tree counted as fitting once has a candidate."""
     __slots__ = ('cap', 'used', 'min_unit', 'max_unit', 'step')
 
     def __init__(self, total, reserved, ratio, min_unit, max_unit, step,
-                 used):
-        self.cap = (total - reserved) * ratio
+                 used, mysql=False):
+        self.cap = capacity_rules.capacity(
+            total, reserved, capacity_rules.stored_ratio(ratio, mysql))
         self.used = int(used)      # MySQL sums are Decimal
         self.min_unit = min_unit
         self.max_unit = max_unit
         self.step = step
 
     def serves(self, amount):
-        return (self.min_unit <= amount <= self.max_unit
-                and (self.step <= 0 or amount % self.step == 0))
+        return capacity_rules.units_allow(amount, self.min_unit,
+                                          self.max_unit, self.step)
 
     def room(self, amount):
         """How many more ``amount``s fit (0 when units refuse it)."""
@@ -114,6 +119,7 @@ class _World:
                 .group_by(_ALLOC.c.resource_provider_id,
                           _ALLOC.c.resource_class_id).subquery('used'))
         self.inv = {}       # {(rp, rc): _Inv}
+        mysql = conn.dialect.name == 'mysql'
         for row in s.execute(
                 sa.select(_INV.c.resource_provider_id,
                           _INV.c.resource_class_id, _INV.c.total,
@@ -125,7 +131,7 @@ class _World:
                     used.c.rp == _INV.c.resource_provider_id,
                     used.c.rc == _INV.c.resource_class_id)))
                 .where(_INV.c.resource_class_id.in_(classes))).all():
-            self.inv[(row[0], row[1])] = _Inv(*row[2:])
+            self.inv[(row[0], row[1])] = _Inv(*row[2:], mysql=mysql)
         self.traits = collections.defaultdict(set)
         if trait_ids:
             for rp, tid in s.execute(
@@ -255,10 +261,11 @@ class _Counter:
 def _room_after(inv, amount, extra):
     """How many more ``amount``s fit once ``extra`` more is used, units
     aside. Float division may be one off either way; settled exactly."""
+    has_room = capacity_rules.has_room
     k = max(0, math.floor((inv.cap - inv.used - extra) / amount))
-    while inv.used + extra + (k + 1) * amount <= inv.cap:
+    while has_room(inv.used + extra, (k + 1) * amount, inv.cap):
         k += 1
-    while k > 0 and inv.used + extra + k * amount > inv.cap:
+    while k > 0 and not has_room(inv.used + extra, k * amount, inv.cap):
         k -= 1
     return k
 

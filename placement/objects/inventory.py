@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects import capacity_rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 
@@ -18,8 +19,9 @@ FIELDS = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
 
 
 def capacity(inv):
-    """Usable amount: (total - reserved) * allocation_ratio, truncated."""
-    return int((inv['total'] - inv['reserved']) * inv['allocation_ratio'])
+    """capacity_rules.usable of a record (a dict)."""
+    return capacity_rules.usable(inv['total'], inv['reserved'],
+                                 inv['allocation_ratio'])
 
 
 @db_api.reader

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects import capacity_rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -155,11 +156,9 @@ def providers_with_capacity(rc_id, amount):
             .select_from(inv.outerjoin(
                 used, inv.c.resource_provider_id == used.c.resource_provider_id))
             .where(inv.c.resource_class_id == rc_id,
-                   sa.func.coalesce(used.c.used, 0) + amount
-                   <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
-                   inv.c.min_unit <= amount,
-                   inv.c.max_unit >= amount,
-                   amount % inv.c.step_size == 0))
+                   capacity_rules.has_room_sql(
+                       inv, sa.func.coalesce(used.c.used, 0), amount),
+                   capacity_rules.units_allow_sql(inv, amount)))
 
 
 @db_api.reader

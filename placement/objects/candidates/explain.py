@@ -37,6 +37,7 @@ from placement.objects.candidates import names as names_mod
 from placement.objects.candidates import reasons
 from placement.objects.candidates import rules
 from placement.objects.candidates import search
+from placement.objects import capacity_rules
 
 # Steps after the groups are combined, in the order they are attributed.
 COMBINATION = [
@@ -561,7 +562,5 @@ def _suggestions(engine, groups, wide, egroups, judge, verdicts):
 
 def _most(inv):
     """The largest amount one allocation could take now from ``inv``."""
-    most = min(reasons.left(inv), inv.max_unit)
-    if inv.step_size:
-        most -= most % inv.step_size
-    return most if most >= inv.min_unit else 0
+    return capacity_rules.largest_amount(reasons.left(inv), inv.min_unit,
+                                         inv.max_unit, inv.step_size)

@@ -30,16 +30,17 @@ What the rules see:
 * in_tree and root_required judge the provider's root.
 """
 import collections
-import struct
 import typing
+
+from placement.objects import capacity_rules
 
 
 class Inventory(typing.NamedTuple):
     """One inventory of one provider, with its usage.
 
-    ``limit`` is ``(total - reserved) * allocation_ratio`` as the
-    database computes it (see ``inventory``): the capacity rule compares
-    with it exactly as upstream's SQL does."""
+    ``limit`` is capacity_rules.capacity as the database computes it
+    (see ``inventory``): the capacity rule compares with it exactly as
+    upstream's SQL does."""
     limit: float
     used: int
     min_unit: int
@@ -50,28 +51,22 @@ class Inventory(typing.NamedTuple):
     allocation_ratio: float
 
 
-def float32(value):
-    """``value`` as MySQL computes with a FLOAT column: single precision,
-    widened to double."""
-    return struct.unpack('f', struct.pack('f', value))[0]
-
-
 def inventory(total, reserved, allocation_ratio, min_unit, max_unit,
               step_size, used, single_precision=False):
     """An Inventory whose limit is rounded as the database rounds it:
     ``single_precision`` for MySQL, whose allocation_ratio column is a
     FLOAT."""
-    ratio = float32(allocation_ratio) if single_precision else \
-        allocation_ratio
-    return Inventory((total - reserved) * ratio, used, min_unit, max_unit,
-                     step_size, total, reserved, allocation_ratio)
+    ratio = capacity_rules.stored_ratio(allocation_ratio, single_precision)
+    limit = capacity_rules.capacity(total, reserved, ratio)
+    return Inventory(limit, used, min_unit, max_unit, step_size, total,
+                     reserved, allocation_ratio)
 
 
 class Room(typing.NamedTuple):
     """One inventory as the combiner judges it (model.Provider's): a
     candidate's amounts summed per provider and class must stay within
-    ``capacity - used`` and ``max_unit``. ``capacity`` is ``int((total -
-    reserved) * allocation_ratio)``, as upstream's Python check has it;
+    ``capacity - used`` and ``max_unit``. ``capacity`` is
+    capacity_rules.usable, as upstream's Python check has it;
     the filters before compare with Inventory.limit, as its SQL does.
     ``most`` is what one candidate may take: an amount fits when it is
     at most ``min(capacity - used, max_unit)`` (made by ``room``)."""
@@ -105,25 +100,21 @@ class Verdict(typing.NamedTuple):
 # -- amounts: resources=CLASS:AMOUNT against one inventory ----------------
 
 def capacity_left(inv, amount):
-    """Room for ``amount`` more: ``used + amount <= limit``; the room
-    there is, when there is too little."""
-    if inv.used + amount <= inv.limit:
+    """Room for ``amount`` more (capacity_rules.has_room under the
+    limit); the room there is, when there is too little."""
+    if capacity_rules.has_room(inv.used, amount, inv.limit):
         return None
     return inv.limit - inv.used
 
 
 def min_max_unit(inv, amount):
-    """``min_unit <= amount <= max_unit``; the bound broken."""
-    if amount < inv.min_unit:
-        return ('min_unit', inv.min_unit)
-    if amount > inv.max_unit:
-        return ('max_unit', inv.max_unit)
-    return None
+    """capacity_rules.unit_bound: (name, value) of the bound broken."""
+    return capacity_rules.unit_bound(amount, inv.min_unit, inv.max_unit)
 
 
 def step_size(inv, amount):
-    """``amount`` is a multiple of step_size; the step when not."""
-    if inv.step_size and amount % inv.step_size == 0:
+    """capacity_rules.step_fits; the step when not."""
+    if capacity_rules.step_fits(amount, inv.step_size):
         return None
     return inv.step_size
 
@@ -132,8 +123,12 @@ def serves(inv, amount):
     """True when ``inv`` passes capacity_left, min_max_unit and step_size
     for ``amount``: the three at once, for the search's inner loops."""
     limit, used, min_unit, max_unit, step = inv[:5]
-    return (used + amount <= limit and min_unit <= amount <= max_unit
-            and step and amount % step == 0)
+    return (_has_room(used, amount, limit)
+            and _units_allow(amount, min_unit, max_unit, step))
+
+
+_has_room = capacity_rules.has_room
+_units_allow = capacity_rules.units_allow
 
 
 # Levels of ``amount_level``: how far an inventory gets with an amount.

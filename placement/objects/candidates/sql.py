@@ -55,6 +55,7 @@ from placement.objects.candidates import model
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
 from placement.objects.candidates import sample
+from placement.objects import capacity_rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -313,12 +314,8 @@ def _serves(used, amount, sqlite):
     it cannot estimate and expects almost no inventory to fit, when nearly
     all do; it then picks nested loops over thousands of rows where hash
     joins are faster (doc/source/candidates-figures.rst)."""
-    terms = sa.and_(
-        used + amount <=
-        (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio,
-        _INV.c.min_unit <= amount,
-        _INV.c.max_unit >= amount,
-        amount % _INV.c.step_size == 0)
+    terms = sa.and_(capacity_rules.has_room_sql(_INV, used, amount),
+                    capacity_rules.units_allow_sql(_INV, amount))
     if sqlite:
         return terms
     return sa.case((terms, sa.true()), else_=sa.false())
@@ -722,8 +719,8 @@ class Request:
                 prov = provs[rid] = model.Provider(rid, uuid, parent, root)
             if rc_id is not None:
                 prov.inventory[rc_names[rc_id]] = rules.room(
-                    int((total - reserved) * ratio), int(used or 0),
-                    max_unit)
+                    capacity_rules.usable(total, reserved, ratio),
+                    int(used or 0), max_unit)
         _set_traits(self.ctx, provs, self.conn.execute(
             sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
             .select_from(_RPT.join(
