@@ -15,6 +15,7 @@ from placement.objects.candidates import model
 from placement.objects.candidates import rules
 from placement.objects.candidates import snapshot
 from placement.objects.candidates.world import reads
+from placement.objects import capacity_rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -190,7 +191,8 @@ class Store:
                                     max_unit, step, n,
                                     single_precision=self._mysql),
                 rc_names[rc],
-                rules.room(int((total - reserved) * ratio), n, max_unit))
+                rules.room(capacity_rules.usable(total, reserved, ratio), n,
+                           max_unit))
 
     def _model_of(self, rid):
         """The model.Provider of provider ``rid`` (see ProviderModels):
