@@ -465,8 +465,9 @@ def smoke_walk(call):
     assert root['versions'][0]['max_version'] == '1.39'
     assert root['versions'][0]['min_version'] == '1.0'
     # The web view's files come from site-packages, without a token.
-    for path, text in (('/ui/', 'src="ui.js"'), ('/ui/ui.js', 'x-auth-token'),
-                       ('/ui/ui.css', '--row')):
+    for path, text in (('/ui/', 'src="ui.js"'), ('/ui/ui.js', 'function init'),
+                       ('/ui/session.js', 'x-auth-token'),
+                       ('/ui/dom.js', 'function'), ('/ui/ui.css', '--row')):
         page = requests.get(call.url + path, timeout=30)
         assert page.status_code == 200 and text in page.text, path
 
