@@ -172,30 +172,22 @@ def _watched_triggers(dialect, table):
             if t == table]
 
 
-def triggers_off(engine, table):
+def switch_triggers(engine, table, on):
+    """``table``'s triggers off (PostgreSQL: disabled, elsewhere
+    dropped) or on again as they were (unless ``placement-manage db
+    sync`` mended them meanwhile), without a new epoch: the processes
+    must see to that."""
     with engine.begin() as conn:
         if conn.dialect.name == 'postgresql':
-            conn.exec_driver_sql('ALTER TABLE %s DISABLE TRIGGER USER'
-                                 % table)
+            conn.exec_driver_sql('ALTER TABLE %s %s TRIGGER USER'
+                                 % (table, 'ENABLE' if on else 'DISABLE'))
             return
         present = change_triggers._on_database(conn)
         for name in _watched_triggers(conn.dialect.name, table):
-            if name in present:
-                change_triggers.drop_one(conn, name)
-
-
-def triggers_on(engine, table):
-    """As they were (unless ``placement-manage db sync`` mended them
-    meanwhile), without a new epoch: the processes must see to that."""
-    with engine.begin() as conn:
-        if conn.dialect.name == 'postgresql':
-            conn.exec_driver_sql('ALTER TABLE %s ENABLE TRIGGER USER'
-                                 % table)
-            return
-        present = change_triggers._on_database(conn)
-        for name in _watched_triggers(conn.dialect.name, table):
-            if name not in present:
+            if on and name not in present:
                 change_triggers.install_one(conn, name)
+            elif not on and name in present:
+                change_triggers.drop_one(conn, name)
 
 
 # Steps a world may still answer with SQL after the triggers are back:
@@ -247,14 +239,14 @@ class Operator:
             table, self.off_table = self.off_table, None
             self.grace = _GRACE
             return writes.Write('triggers_on', act=lambda engine: (
-                triggers_on(engine, table)))
+                switch_triggers(engine, table, True)))
         if self.off_table is None and (self.restore_in is not None or
                                        rnd.random() < 0.4):
             self.off_table = rnd.choice(sorted(change_triggers.WATCHED))
             self.on_in = rnd.randint(2, 8)
             table = self.off_table
             return writes.Write('triggers_off', act=lambda engine: (
-                triggers_off(engine, table)))
+                switch_triggers(engine, table, False)))
         if self.restore_in is not None or self.off_table is not None:
             # No backup while a table's triggers are off: restored, it
             # would bring them back off (the service then answers from
