@@ -467,7 +467,9 @@ def smoke_walk(call):
     # The web view's files come from site-packages, without a token.
     for path, text in (('/ui/', 'src="ui.js"'), ('/ui/ui.js', 'function init'),
                        ('/ui/session.js', 'x-auth-token'),
-                       ('/ui/dom.js', 'function'), ('/ui/ui.css', '--row')):
+                       ('/ui/dom.js', 'function'),
+                       ('/ui/trees.js', 'aggregateParts'),
+                       ('/ui/ui.css', '--row')):
         page = requests.get(call.url + path, timeout=30)
         assert page.status_code == 200 and text in page.text, path
 

@@ -24,6 +24,7 @@ FILES = {
     'ui.js': 'text/javascript',
     'session.js': 'text/javascript',
     'dom.js': 'text/javascript',
+    'trees.js': 'text/javascript',
     'ui.css': 'text/css',
 }
 

@@ -16,62 +16,19 @@ import requests
 from placement.tests.functional import browser
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional import live_server
+from placement.tests.functional.ui_browser import (  # noqa: F401 (fixtures)
+    Api, PROJECT, USER, chromium, click_row, connect, connected, driver,
+    focused, keys, open_provider, page, row_attr, row_names, select, server,
+    tree_rows, used_of, wait)
 
-from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.common.action_chains import ActionChains
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
 
 pytestmark = pytest.mark.once(
     'the page in a browser: its endpoints have gabbi tests on every database')
 
 AGG = str(uuid.uuid4())
-PROJECT = 'demo-project'
-USER = 'demo-user'
-
-
-class Api:
-    def __init__(self, url):
-        self.url = url
-        self.session = requests.Session()
-        self.session.headers.update(live_server.LiveServer.headers())
-
-    def __call__(self, method, path, body=None, status=None):
-        resp = self.session.request(method, self.url + path, json=body)
-        assert resp.status_code < 400 or resp.status_code == status, (
-            method, path, resp.status_code, resp.text)
-        return resp.json() if resp.content else None
-
-    def provider(self, name, parent=None, inventories=None, traits=(),
-                 aggregates=()):
-        body = {'name': name}
-        if parent:
-            body['parent_provider_uuid'] = parent
-        rp = self('POST', '/resource_providers', body)
-        if inventories:
-            self('PUT', '/resource_providers/%s/inventories' % rp['uuid'],
-                 {'resource_provider_generation': rp['generation'],
-                  'inventories': inventories})
-        if traits:
-            gen = self('GET', '/resource_providers/%s' % rp['uuid'])
-            self('PUT', '/resource_providers/%s/traits' % rp['uuid'],
-                 {'resource_provider_generation': gen['generation'],
-                  'traits': list(traits)})
-        if aggregates:
-            gen = self('GET', '/resource_providers/%s' % rp['uuid'])
-            self('PUT', '/resource_providers/%s/aggregates' % rp['uuid'],
-                 {'resource_provider_generation': gen['generation'],
-                  'aggregates': list(aggregates)})
-        return rp['uuid']
-
-    def allocate(self, consumer, allocations, consumer_type='INSTANCE'):
-        self('PUT', '/allocations/%s' % consumer, {
-            'allocations': {rp: {'resources': res}
-                            for rp, res in allocations.items()},
-            'project_id': PROJECT, 'user_id': USER,
-            'consumer_generation': None, 'consumer_type': consumer_type})
 
 
 def build_world(api):
@@ -100,112 +57,9 @@ def build_world(api):
 
 
 @pytest.fixture(scope='module')
-def chromium():
-    paths = browser.ensure_chromium()
-    if paths is None:
-        message = 'chromium and chromium-driver are not installed'
-        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
-            pytest.fail(message)
-        pytest.skip(message)
-    return paths
-
-
-@pytest.fixture(scope='module')
-def server():
-    with live_server.LiveServer(workers=2) as srv:
-        yield srv
-
-
-@pytest.fixture(scope='module')
 def world(server):
     api = Api(server.url)
     return api, build_world(api)
-
-
-@pytest.fixture(scope='module')
-def driver(chromium):
-    drv = browser.new_driver(chromium)
-    yield drv
-    drv.quit()
-
-
-@pytest.fixture
-def page(driver, server, world):
-    """The page, freshly loaded, without a token; after the test, any
-    console error the page logged fails it."""
-    driver.get(server.url + '/ui/')
-    driver.execute_script('sessionStorage.clear()')
-    driver.get(server.url + '/ui/')
-    driver.get_log('browser')
-    expected = []
-    yield driver, expected
-    errors = [e for e in driver.get_log('browser')
-              if e['level'] in ('SEVERE', 'ERROR')
-              and not any(x in e['message'] for x in expected)]
-    driver.get('about:blank')
-    assert errors == []
-
-
-def wait(driver, condition, timeout=10):
-    return WebDriverWait(driver, timeout).until(condition)
-
-
-def connect(driver, token='admin'):
-    box = driver.find_element(By.ID, 'token')
-    box.clear()
-    box.send_keys(token, Keys.ENTER)
-
-
-def tree_rows(driver):
-    return driver.find_elements(By.CSS_SELECTOR, '#tree .row')
-
-
-# Rows are redrawn as scrolling and lazy usage fetches land, so they are
-# read in one script (no element going stale between two calls).
-def row_names(driver):
-    return driver.execute_script(
-        'return [...document.querySelectorAll("#tree .row .name")]'
-        '.map((e) => e.textContent)')
-
-
-def row_attr(driver, uuid, name):
-    return driver.execute_script(
-        'const r = document.getElementById("rp-" + arguments[0]);'
-        'return r && r.getAttribute(arguments[1])', uuid, name)
-
-
-def focused(driver, name='data-uuid'):
-    return driver.execute_script(
-        'return document.activeElement.getAttribute(arguments[0])', name)
-
-
-def keys(driver, *keys_):
-    """Type at whatever has the focus, as a person would."""
-    ActionChains(driver).send_keys(*keys_).perform()
-
-
-def click_row(driver, uuid, part=None):
-    def attempt(d):
-        try:
-            el = d.find_element(By.ID, 'rp-' + uuid)
-            if part:
-                el = el.find_element(By.CLASS_NAME, part)
-            el.click()
-            return True
-        except StaleElementReferenceException:
-            return False
-    wait(driver, attempt)
-
-
-def connected(driver):
-    connect(driver)
-    wait(driver, lambda d: len(row_names(d)) >= 2)
-
-
-def open_provider(driver, uuid):
-    click_row(driver, uuid)
-    wait(driver, EC.presence_of_element_located(
-        (By.CSS_SELECTOR, '#provider-detail[data-uuid="%s"]' % uuid)))
 
 
 # --- the tests ----------------------------------------------------------------
@@ -215,6 +69,7 @@ def test_static_files_need_no_token_and_data_does(server):
     for path, kind in (('/ui/', 'text/html'), ('/ui/ui.js', 'text/javascript'),
                        ('/ui/session.js', 'text/javascript'),
                        ('/ui/dom.js', 'text/javascript'),
+                       ('/ui/trees.js', 'text/javascript'),
                        ('/ui/ui.css', 'text/css')):
         resp = requests.get(server.url + path)
         assert resp.status_code == 200, path
@@ -455,7 +310,7 @@ def test_search_by_name_and_uuid(page, world):
     search.send_keys('NUMA1')
     wait(driver, lambda d: row_names(d) == ['compute-1', 'compute-1-numa1'])
     assert driver.find_element(By.ID, 'tree-count').text == (
-        '1 of 4 providers match')
+        '1 of 4 providers match, in 1 tree')
     search.clear()
     search.send_keys(w['cn2'][:8])
     wait(driver, lambda d: row_names(d) == ['compute-2'])
@@ -603,13 +458,6 @@ def test_demo_world_script(driver, chromium):
 
 
 # --- issue 31: each bug an operator hit, then the live view ------------------
-
-
-def used_of(driver, rc, where='#own-resources'):
-    return driver.execute_script(
-        'const b = document.querySelector(arguments[0] + '
-        '" .res[data-rc=\\"" + arguments[1] + "\\"]");'
-        'return b && Number(b.dataset.used)', where, rc)
 
 
 def test_claim_elsewhere_shows_without_reload(page, world):
@@ -870,11 +718,6 @@ def test_right_to_left_override_is_isolated(page, world):
 # --- finding capacity --------------------------------------------------------
 
 
-def _select(driver, id_, value):
-    from selenium.webdriver.support.ui import Select
-    Select(driver.find_element(By.ID, id_)).select_by_value(value)
-
-
 def test_filters_sort_and_tree_rollups(page, world):
     driver, _ = page
     api, w = world
@@ -889,17 +732,21 @@ def test_filters_sort_and_tree_rollups(page, world):
     numa_used = sum(api('GET', '/resource_providers/%s/usages' % n)[
         'usages']['VCPU'] for n in w['numa'])
     assert used_of(driver, 'VCPU', '#tree-resources') == numa_used
-    _select(driver, 'filter-trait', 'CUSTOM_GOLD')
-    wait(driver, lambda d: row_names(d) == ['compute-1'])
-    _select(driver, 'filter-trait', '')
-    _select(driver, 'filter-agg', AGG)
-    wait(driver, lambda d: row_names(d) == ['compute-1', 'compute-2'])
-    _select(driver, 'filter-agg', '')
-    _select(driver, 'filter-rc', 'VCPU')
+    # A root's trait and aggregates hold for its tree (as required and
+    # member_of read it): compute-1's NUMA cells match too.
+    select(driver, 'filter-trait', 'CUSTOM_GOLD')
+    wait(driver, lambda d: row_names(d) == [
+        'compute-1', 'compute-1-numa0', 'compute-1-numa1'])
+    select(driver, 'filter-trait', '')
+    select(driver, 'filter-agg', AGG)
+    wait(driver, lambda d: row_names(d) == [
+        'compute-1', 'compute-1-numa0', 'compute-1-numa1', 'compute-2'])
+    select(driver, 'filter-agg', '')
+    select(driver, 'filter-rc', 'VCPU')
     wait(driver, lambda d: row_names(d) == [
         'compute-1', 'compute-1-numa0', 'compute-1-numa1', 'compute-2'])
     assert driver.find_element(By.ID, 'tree-count').text == (
-        '3 of 4 providers match')
+        '3 of 4 providers match, in 2 trees')
     # numa0: 4 of 64 VCPU; compute-2: 8 + 2 of 120; numa1: none.
     box = driver.find_element(By.ID, 'filter-pct')
     box.send_keys('6')
@@ -908,14 +755,20 @@ def test_filters_sort_and_tree_rollups(page, world):
     box.send_keys(Keys.BACKSPACE, '7')
     wait(driver, lambda d: row_names(d) == ['compute-2'])
     box.send_keys(Keys.BACKSPACE)
-    _select(driver, 'filter-rc', '')
-    # By usage: compute-2's fullest class (memory 18,432 of 130,048,
-    # 14%) over compute-1's tree (8,192 of 64,512 memory, 13%).
-    _select(driver, 'sort', 'usage')
+    select(driver, 'filter-rc', '')
+    # By usage: a tree is as full as its fullest provider: compute-1's
+    # numa0 (memory 8,192 of 32,256, 25%) over compute-2 (memory 18,432
+    # of 130,048, 14%); over VCPU alone, compute-2 (10 of 120, 8%) over
+    # compute-1's numa0 (4 of 64, 6%).
+    select(driver, 'sort', 'usage')
     # (compute-1 is open: clicked above.)
     wait(driver, lambda d: row_names(d) == [
+        'compute-1', 'compute-1-numa0', 'compute-1-numa1', 'compute-2'])
+    select(driver, 'filter-rc', 'VCPU')
+    wait(driver, lambda d: row_names(d) == [
         'compute-2', 'compute-1', 'compute-1-numa0', 'compute-1-numa1'])
-    _select(driver, 'sort', 'name')
+    select(driver, 'filter-rc', '')
+    select(driver, 'sort', 'name')
     wait(driver, lambda d: row_names(d) == [
         'compute-1', 'compute-1-numa0', 'compute-1-numa1', 'compute-2'])
     browser.screenshot(driver, 'providers')

@@ -122,7 +122,8 @@ def test_expired_user_token_with_service_token(keystone, placement):
 
 
 @pytest.mark.parametrize('path', ['/ui/', '/ui/ui.js', '/ui/session.js',
-                                  '/ui/dom.js', '/ui/ui.css'])
+                                  '/ui/dom.js', '/ui/trees.js',
+                                  '/ui/ui.css'])
 def test_web_view_needs_no_token(placement, path):
     """The web view's static files are public; its data calls are not."""
     resp = kc.call(placement, 'GET', path)

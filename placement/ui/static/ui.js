@@ -22,6 +22,11 @@ import {
 import {
   $, bdi, clock, fail, fmt, h, setStatus,
 } from './dom.js';
+import * as trees from './trees.js';
+import {
+  aggregateParts, capacity, ownSums, pctOf, rollup, rootOf,
+  rowPeak, rowSums, store, sumOver,
+} from './trees.js';
 
 const ROW_H = 32;
 const OVERSCAN = 6;
@@ -46,15 +51,10 @@ const state = {
   lastError: null,
   retryMs: POLL_MS,
   pollTimer: null,
-  byUuid: new Map(),      // uuid -> provider record
-  byId: new Map(),        // database id -> uuid (removals come by id)
-  children: new Map(),    // uuid -> [child record, ...] sorted by name
-  roots: [],
-  classes: [], traits: [], aggregates: [],
-  rollups: new Map(),     // uuid -> {rc: [capacity, used, reserved, total]}
   expanded: new Set(),
   filter: { text: '', rc: '', trait: '', agg: '', pct: null },
   sort: 'name',
+  aggregateSort: 'name',  // an aggregate's members: by name or fullest
   rows: [],               // [{rp, depth}] in display order
   focus: 0,
   selected: null,
@@ -63,7 +63,7 @@ const state = {
 };
 
 function providerName(uuid) {
-  const rp = state.byUuid.get(uuid);
+  const rp = store.byUuid.get(uuid);
   return rp ? rp.name : uuid;
 }
 
@@ -81,64 +81,12 @@ function resourcesText(resources) {
     .map(([rc, n]) => `${rc}: ${fmt(n)}`).join(', ');
 }
 
-// --- the providers in memory -----------------------------------------------
+// --- the filters' choices ---------------------------------------------------
 
-// An inventory as the answer gives it:
-// [total, reserved, allocation_ratio, min_unit, max_unit, step_size, used]
-const capacity = (inv) => (inv[0] - inv[1]) * inv[2];
-const pctOf = (used, cap) => (cap > 0 ? (100 * used) / cap : (used > 0 ? 100 : 0));
-
-function record(raw, traitNames, aggUuids, old) {
-  return {
-    id: raw.id,
-    uuid: raw.uuid,
-    name: raw.name,
-    key: raw.name.toLowerCase(),
-    generation: raw.generation,
-    parent: raw.parent_provider_uuid,
-    inv: raw.inventories,
-    traits: raw.traits.map((i) => traitNames[i]).sort(),
-    aggs: raw.aggregates.map((i) => aggUuids[i]).sort(),
-    version: old ? old.version + 1 : 0,
-  };
-}
-
-function rootOf(rp) {
-  let cur = rp;
-  while (cur.parent && state.byUuid.has(cur.parent)) {
-    cur = state.byUuid.get(cur.parent);
-  }
-  return cur.uuid;
-}
-
-const byName = (a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-
-function rebuildIndex() {
-  state.children = new Map();
-  state.roots = [];
-  const classes = new Set();
-  const traits = new Set();
-  const aggs = new Set();
-  const all = [...state.byUuid.values()].sort(byName);
-  for (const rp of all) {
-    if (rp.parent && state.byUuid.has(rp.parent)) {
-      if (!state.children.has(rp.parent)) state.children.set(rp.parent, []);
-      state.children.get(rp.parent).push(rp);
-    } else {
-      state.roots.push(rp);
-    }
-    for (const rc of Object.keys(rp.inv)) classes.add(rc);
-    for (const t of rp.traits) traits.add(t);
-    for (const a of rp.aggs) aggs.add(a);
-  }
-  state.sorted = all;
-  state.classes = [...classes].sort();
-  state.traits = [...traits].sort();
-  state.aggregates = [...aggs].sort();
-  state.rollups = new Map();
-  fillSelect('filter-rc', state.classes);
-  fillSelect('filter-trait', state.traits);
-  fillSelect('filter-agg', state.aggregates);
+function fillSelects() {
+  fillSelect('filter-rc', store.classes);
+  fillSelect('filter-trait', store.traits);
+  fillSelect('filter-agg', store.aggregates);
 }
 
 function fillSelect(id, values) {
@@ -152,84 +100,13 @@ function fillSelect(id, values) {
   sel.dataset.sig = sig;
 }
 
-// What a provider's subtree (itself and every descendant) holds and uses,
-// per class: {rc: [capacity, used, reserved, total]}.
-function rollup(uuid) {
-  let out = state.rollups.get(uuid);
-  if (out) return out;
-  out = {};
-  const add = (rc, cap, used, reserved, total) => {
-    const acc = out[rc] || (out[rc] = [0, 0, 0, 0]);
-    acc[0] += cap; acc[1] += used; acc[2] += reserved; acc[3] += total;
-  };
-  const rp = state.byUuid.get(uuid);
-  for (const [rc, inv] of Object.entries(rp.inv)) {
-    add(rc, capacity(inv), inv[6], inv[1], inv[0]);
-  }
-  for (const c of state.children.get(uuid) || []) {
-    for (const [rc, v] of Object.entries(rollup(c.uuid))) add(rc, ...v);
-  }
-  state.rollups.set(uuid, out);
-  return out;
-}
-
-// How full a provider is: of one class, or its fullest class.
-function fullness(sums, rc) {
-  if (rc) return sums[rc] ? pctOf(sums[rc][1], sums[rc][0]) : -1;
-  let most = -1;
-  for (const [cap, used] of Object.values(sums)) {
-    most = Math.max(most, pctOf(used, cap));
-  }
-  return most;
-}
-
-function ownSums(rp) {
-  const out = {};
-  for (const [rc, inv] of Object.entries(rp.inv)) {
-    out[rc] = [capacity(inv), inv[6], inv[1], inv[0]];
-  }
-  return out;
-}
-
 // --- loading and staying live ----------------------------------------------------
 
 function applyAnswer(body) {
-  const changed = new Set();
-  if (body.full) {
-    const old = state.byUuid;
-    state.byUuid = new Map();
-    state.byId = new Map();
-    for (const raw of body.providers) {
-      const prev = old.get(raw.uuid);
-      const rec = record(raw, body.trait_names, body.aggregate_uuids, prev);
-      if (!prev || prev.generation !== rec.generation) changed.add(rec.uuid);
-      state.byUuid.set(rec.uuid, rec);
-      state.byId.set(rec.id, rec.uuid);
-    }
-    for (const uuid of old.keys()) {
-      if (!state.byUuid.has(uuid)) changed.add(uuid);
-    }
-    if (old.size === 0) changed.clear();
-  } else {
-    for (const id of body.removed) {
-      const uuid = state.byId.get(id);
-      if (uuid) {
-        state.byUuid.delete(uuid);
-        state.byId.delete(id);
-        changed.add(uuid);
-      }
-    }
-    for (const raw of body.providers) {
-      const rec = record(raw, body.trait_names, body.aggregate_uuids,
-        state.byUuid.get(raw.uuid));
-      state.byUuid.set(rec.uuid, rec);
-      state.byId.set(rec.id, rec.uuid);
-      changed.add(rec.uuid);
-    }
-  }
+  const changed = trees.apply(body);
   state.dataToken = body.token;
   state.counted = body.token !== null;
-  if (body.full || changed.size) rebuildIndex();
+  if (body.full || changed.size) fillSelects();
   return changed;
 }
 
@@ -238,7 +115,7 @@ async function loadProviders() {
   const t0 = performance.now();
   const body = await api('ops/ui/providers');
   stats.listMs = performance.now() - t0;
-  state.byUuid = new Map();
+  trees.clear();
   applyAnswer(body);
   state.connected = true;
   markFresh();
@@ -250,7 +127,7 @@ async function loadProviders() {
 }
 
 function treeStatus() {
-  setStatus(`${state.byUuid.size} providers in ${state.roots.length} trees`);
+  setStatus(`${store.byUuid.size} providers in ${store.roots.length} trees`);
 }
 
 function markFresh() {
@@ -318,7 +195,7 @@ async function poll() {
 
 // Redraw what shows the providers that changed.
 function showChanges(changed) {
-  if (state.selected && !state.byUuid.has(state.selected)) {
+  if (state.selected && !store.byUuid.has(state.selected)) {
     state.selected = null;
     $('detail').replaceChildren(h('p', { class: 'muted' },
       'That provider was deleted.'));
@@ -326,8 +203,8 @@ function showChanges(changed) {
   rebuildRows();
   if (state.view === 'providers' && state.selected &&
       (changed.has(state.selected) || [...changed].some(
-        (u) => state.byUuid.has(u) && rootOf(state.byUuid.get(u))
-          === rootOf(state.byUuid.get(state.selected))))) {
+        (u) => store.byUuid.has(u) && rootOf(store.byUuid.get(u))
+          === rootOf(store.byUuid.get(state.selected))))) {
     showProvider(state.selected, true);
   }
   if (state.view === 'totals') showTotals();
@@ -342,63 +219,51 @@ function filtering() {
   return Boolean(f.text || f.rc || f.trait || f.agg || f.pct !== null);
 }
 
-function matches(rp) {
-  const f = state.filter;
-  if (f.text && !(rp.key.includes(f.text) || rp.uuid.startsWith(f.text))) {
-    return false;
-  }
-  if (f.rc && !rp.inv[f.rc]) return false;
-  if (f.trait && !rp.traits.includes(f.trait)) return false;
-  if (f.agg && !rp.aggs.includes(f.agg)) return false;
-  if (f.pct !== null && !(fullness(ownSums(rp), f.rc) > f.pct)) return false;
-  return true;
-}
-
-function ordered(list) {
-  if (state.sort !== 'usage') return list;
-  const rc = state.filter.rc;
-  const score = new Map(list.map((rp) => [rp.uuid,
-    fullness(rollup(rp.uuid), rc)]));
-  return list.slice().sort((a, b) => score.get(b.uuid) - score.get(a.uuid)
-    || byName(a, b));
-}
+// Siblings in display order (trees.ordered: by name, or fullest first).
+const ordered = (list) => trees.ordered(list, state.sort, state.filter.rc);
 
 function rebuildRows() {
   const rows = [];
-  const total = state.byUuid.size;
+  const total = store.byUuid.size;
   if (!filtering()) {
     const walk = (rp, depth) => {
       rows.push({ rp, depth });
       if (state.expanded.has(rp.uuid)) {
-        for (const c of ordered(state.children.get(rp.uuid) || [])) {
+        for (const c of ordered(store.children.get(rp.uuid) || [])) {
           walk(c, depth + 1);
         }
       }
     };
-    for (const r of ordered(state.roots)) walk(r, 0);
+    for (const r of ordered(store.roots)) walk(r, 0);
     $('tree-count').textContent = `${total} providers, ` +
-      `${state.roots.length} trees`;
+      `${store.roots.length} trees`;
   } else {
     // Matches with their ancestors, so each match is seen in its tree.
     const keep = new Set();
+    const inTrees = new Set();
+    const matched = new Set();
     let count = 0;
-    for (const rp of state.sorted) {
-      if (!matches(rp)) continue;
+    for (const rp of store.sorted) {
+      if (!trees.matches(rp, state.filter)) continue;
       count += 1;
+      inTrees.add(rootOf(rp).uuid);
+      matched.add(rp.uuid);
       let cur = rp;
       while (cur && !keep.has(cur.uuid)) {
         keep.add(cur.uuid);
-        cur = state.byUuid.get(cur.parent);
+        cur = store.byUuid.get(cur.parent);
       }
     }
+    // An ancestor shown only to place a match is marked as such.
     const walk = (rp, depth) => {
-      rows.push({ rp, depth });
-      for (const c of ordered(state.children.get(rp.uuid) || [])) {
+      rows.push({ rp, depth, context: !matched.has(rp.uuid) });
+      for (const c of ordered(store.children.get(rp.uuid) || [])) {
         if (keep.has(c.uuid)) walk(c, depth + 1);
       }
     };
-    for (const r of ordered(state.roots)) if (keep.has(r.uuid)) walk(r, 0);
-    $('tree-count').textContent = `${count} of ${total} providers match`;
+    for (const r of ordered(store.roots)) if (keep.has(r.uuid)) walk(r, 0);
+    $('tree-count').textContent = `${count} of ${total} providers match, ` +
+      `in ${inTrees.size} tree${inTrees.size === 1 ? '' : 's'}`;
   }
   state.rows = rows;
   state.focus = Math.min(state.focus, Math.max(rows.length - 1, 0));
@@ -424,14 +289,20 @@ function renderRows() {
   const cache = new Map();
   let focusEl = null;
   for (let i = first; i < last; i += 1) {
-    const { rp, depth } = state.rows[i];
-    const kids = state.children.get(rp.uuid);
+    const { rp, depth, context } = state.rows[i];
+    const kids = store.children.get(rp.uuid);
     const open = expandedIn(rp);
-    const sig = `${i}|${depth}|${open}|${rp.version}|${kids ? kids.length : 0}`;
+    // A row with children shows its tree's sums: a write on a child
+    // changes them, not the row's own provider.
+    const sums = kids ? rollup(rp.uuid) : ownSums(rp);
+    const sig = `${i}|${depth}|${open}|${Boolean(context)}|${rp.version}|` +
+      `${kids ? kids.length : 0}` +
+      `|${sumsSig(sums)}`;
     let row = rowCache.get(rp.uuid);
     if (!row || row.dataset.sig !== sig) {
       row = h('div', {
-        class: 'row', role: 'treeitem', id: `rp-${rp.uuid}`,
+        class: context ? 'row context' : 'row', role: 'treeitem',
+        id: `rp-${rp.uuid}`,
         'data-uuid': rp.uuid, 'data-index': i, 'data-sig': sig,
         'aria-level': depth + 1,
         'aria-expanded': kids ? String(open) : null,
@@ -440,7 +311,7 @@ function renderRows() {
         kids ? (open ? '▾' : '▸') : ''),
       bdi(rp.name, { class: 'name', title: rp.name }),
       h('span', { class: 'uuid' }, rp.uuid.slice(0, 8)),
-      miniBars(rp, kids));
+      miniBars(sums, kids));
       row.style.top = `${i * ROW_H}px`;
       row.style.paddingLeft = `${0.3 + depth * 1.2}rem`;
     }
@@ -471,11 +342,13 @@ function renderRows() {
   }
 }
 
+const sumsSig = (sums) => Object.entries(sums)
+  .map(([rc, [cap, used]]) => `${rc}:${used}/${cap}`).join(',');
+
 // A row's bars: its own inventory; for a provider with children, what its
 // whole tree holds and uses (a compute node with NUMA children has
 // nothing of its own), marked as such.
-function miniBars(rp, kids) {
-  const sums = kids ? rollup(rp.uuid) : ownSums(rp);
+function miniBars(sums, kids) {
   const bars = Object.entries(sums).sort().map(([rc, [cap, used]]) => {
     const pct = pctOf(used, cap);
     const fill = h('span', { class: pct >= HIGH_PCT ? 'high' : null });
@@ -499,7 +372,7 @@ function shortClass(rc) {
 }
 
 function toggle(uuid) {
-  if (filtering() || !state.children.has(uuid)) return;
+  if (filtering() || !store.children.has(uuid)) return;
   if (state.expanded.has(uuid)) state.expanded.delete(uuid);
   else state.expanded.add(uuid);
   rebuildRows();
@@ -523,7 +396,7 @@ function onTreeKey(ev) {
   const row = state.rows[state.focus];
   if (!row) return;
   const { rp } = row;
-  const kids = state.children.get(rp.uuid);
+  const kids = store.children.get(rp.uuid);
   switch (ev.key) {
     case 'ArrowDown': moveFocus(state.focus + 1); break;
     case 'ArrowUp': moveFocus(state.focus - 1); break;
@@ -598,10 +471,10 @@ function select(uuid) {
 
 function revealProvider(uuid) {
   // Expand its ancestors so its row is in the tree.
-  let cur = state.byUuid.get(uuid);
+  let cur = store.byUuid.get(uuid);
   while (cur && cur.parent) {
     state.expanded.add(cur.parent);
-    cur = state.byUuid.get(cur.parent);
+    cur = store.byUuid.get(cur.parent);
   }
   rebuildRows();
   const i = state.rows.findIndex((r) => r.rp.uuid === uuid);
@@ -626,13 +499,13 @@ async function showProvider(uuid, again = false) {
   try {
     const { consumers } = await api(
       segments('ops', 'ui', 'providers', uuid, 'consumers'));
-    const rp = state.byUuid.get(uuid);
+    const rp = store.byUuid.get(uuid);
     if (state.selected !== uuid || !rp) return;
     state.consumersOf.set(uuid, consumers);
     pane.replaceChildren(providerDetail(rp, consumers));
   } catch (err) {
     if (state.selected !== uuid) return;
-    const rp = state.byUuid.get(uuid);
+    const rp = store.byUuid.get(uuid);
     if (again) markStale(err);
     else if (!rp) fail(pane, err);
     else {
@@ -652,8 +525,8 @@ function refreshFailed(err) {
 // ``consumers`` null: not loaded (``failed``, the error, says why).
 function providerDetail(rp, consumers, failed = null) {
   const parent = rp.parent;
-  const root = rootOf(rp);
-  const kids = state.children.get(rp.uuid);
+  const root = rootOf(rp).uuid;
+  const kids = store.children.get(rp.uuid);
   const classes = Object.keys(rp.inv).sort();
   const sums = kids ? rollup(rp.uuid) : null;
   return h('div', {
@@ -763,18 +636,6 @@ function sumBar(rc, [cap, used, reserved, total]) {
 
 // --- cloud-wide totals and aggregates --------------------------------------------
 
-function sumOver(rps) {
-  const out = {};
-  for (const rp of rps) {
-    for (const [rc, inv] of Object.entries(rp.inv)) {
-      const acc = out[rc] || (out[rc] = { n: 0, cap: 0, used: 0, reserved: 0, total: 0 });
-      acc.n += 1; acc.cap += capacity(inv); acc.used += inv[6];
-      acc.reserved += inv[1]; acc.total += inv[0];
-    }
-  }
-  return out;
-}
-
 function totalsTable(id, sums) {
   const classes = Object.keys(sums).sort();
   if (!classes.length) return h('p', { class: 'muted' }, 'No inventory.');
@@ -800,52 +661,85 @@ function totalsTable(id, sums) {
 }
 
 function showTotals() {
-  const rps = [...state.byUuid.values()];
+  const rps = [...store.byUuid.values()];
   $('totals-result').replaceChildren(h('h2', {}, 'Cloud-wide totals'),
     h('p', { class: 'muted' }, `Over ${rps.length} providers; capacity is ` +
       '(total − reserved) × allocation ratio.'),
     totalsTable('totals-table', sumOver(rps)));
 }
 
-function members(agg) {
-  return state.sorted.filter((rp) => rp.aggs.includes(agg));
-}
-
+// An aggregate counts as member_of does: its members, and the trees of
+// the roots among them (trees.aggregateParts).
 function showAggregates() {
-  const rows = state.aggregates.map((agg) => {
-    const ms = members(agg);
-    const sums = sumOver(ms);
+  const rows = store.aggregates.map((agg) => {
+    const { providers, rows: parts } = aggregateParts(agg);
+    const sums = sumOver(providers);
     return h('tr', { 'data-aggregate': agg },
       h('td', {}, h('a', { href: aggregateHash(agg), class: 'mono' }, agg)),
-      h('td', { class: 'num' }, ms.length),
-      h('td', {}, Object.keys(sums).sort().map((rc) => h('div', {},
-        `${rc}: ${fmt(sums[rc].used)} used of ${fmt(sums[rc].cap)}`))));
+      h('td', { class: 'num', 'data-k': 'members' }, parts.length),
+      h('td', { class: 'num', 'data-k': 'providers' }, providers.length),
+      h('td', {}, Object.keys(sums).sort().map((rc) => h('div', {
+        'data-rc': rc,
+      }, `${rc}: ${fmt(sums[rc].used)} used of ${fmt(sums[rc].cap)} ` +
+        `(${Math.round(pctOf(sums[rc].used, sums[rc].cap))}%)`))));
   });
   $('aggregates-result').replaceChildren(h('h2', {}, 'Aggregates'),
+    h('p', { class: 'muted' }, 'An aggregate holds its members and, for a ' +
+      'member that is a root, its whole tree (as member_of reads it).'),
     rows.length ? h('table', { id: 'aggregates-table' },
       h('thead', {}, h('tr', {}, h('th', {}, 'Aggregate'),
         h('th', { class: 'num' }, 'Members'),
-        h('th', {}, 'Members’ own inventories'))),
+        h('th', { class: 'num' }, 'Providers'),
+        h('th', {}, 'Used of capacity'))),
       h('tbody', {}, rows))
       : h('p', { class: 'muted' }, 'No provider is in an aggregate.'));
 }
 
+function peakText({ rp, pct }) {
+  return pct < 0 ? '' : [bdi(rp.name), ` ${Math.round(pct)}%`];
+}
+
+// How full the aggregate is, per class, then each member (a root with
+// its tree's sums) with its fullest provider; sortable by that.
 function showAggregate(agg) {
-  const ms = members(agg);
-  $('aggregates-result').replaceChildren(h('div', { id: 'aggregate-detail' },
-    h('h2', {}, 'Aggregate ', h('span', { class: 'mono' }, agg)),
-    h('p', {}, h('a', { href: '#aggregates' }, 'All aggregates')),
-    h('h3', {}, 'Totals of its members'),
-    totalsTable('aggregate-totals', sumOver(ms)),
-    h('h3', {}, `Members (${ms.length})`),
-    ms.length ? h('table', { id: 'aggregate-members' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'Provider'),
-        h('th', {}, 'Used of capacity'))),
-      h('tbody', {}, ms.map((rp) => h('tr', { 'data-uuid': rp.uuid },
+  const sort = state.aggregateSort;
+  const { providers, rows } = aggregateParts(agg);
+  const parts = sort === 'fullest'
+    ? rows.slice().sort((a, b) => rowPeak(b).pct - rowPeak(a).pct)
+    : rows;
+  const sorter = h('select', {
+    id: 'aggregate-sort', 'aria-label': 'Sort members',
+    onchange: (ev) => {
+      state.aggregateSort = ev.target.value;
+      showAggregate(agg);
+    },
+  }, h('option', { value: 'name' }, 'by name'),
+  h('option', { value: 'fullest' }, 'by fullest provider'));
+  sorter.value = sort;
+  $('aggregates-result').replaceChildren(h('div', {
+    id: 'aggregate-detail', 'data-sort': sort,
+  },
+  h('h2', {}, 'Aggregate ', h('span', { class: 'mono' }, agg)),
+  h('p', {}, h('a', { href: '#aggregates' }, 'All aggregates')),
+  h('h3', {}, `How full it is (${providers.length} providers)`),
+  h('p', { class: 'muted' }, 'Its members and the trees of the roots ' +
+    'among them, each provider once.'),
+  totalsTable('aggregate-totals', sumOver(providers)),
+  h('h3', {}, `Members (${rows.length}) `, h('label', {}, 'Sort ', sorter)),
+  rows.length ? h('table', { id: 'aggregate-members' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'Provider'),
+      h('th', {}, 'Fullest provider'),
+      h('th', {}, 'Used of capacity (Σ: its tree)'))),
+    h('tbody', {}, parts.map((rp) => {
+      const tree = rootOf(rp) === rp && store.children.has(rp.uuid);
+      return h('tr', { 'data-uuid': rp.uuid },
         h('td', {}, providerLink(rp.uuid)),
-        h('td', {}, Object.entries(ownSums(rp)).sort().map(([rc, [cap, used]]) =>
-          h('div', {}, `${rc}: ${fmt(used)} of ${fmt(cap)}`)))))))
-      : h('p', { class: 'muted' }, 'No members.')));
+        h('td', { class: 'peak' }, peakText(rowPeak(rp))),
+        h('td', {}, Object.entries(rowSums(rp)).sort().map(([rc, [cap, used]]) =>
+          h('div', { 'data-rc': rc },
+            `${tree ? 'Σ ' : ''}${rc}: ${fmt(used)} of ${fmt(cap)}`))));
+    })))
+    : h('p', { class: 'muted' }, 'No members.')));
 }
 
 // --- a consumer -------------------------------------------------------------
@@ -1080,7 +974,7 @@ function route(again = false) {
   const arg = rest[0];
   if (head === 'provider' && arg) {
     showView('providers');
-    if (state.byUuid.has(arg)) {
+    if (store.byUuid.has(arg)) {
       revealProvider(arg);
       showProvider(arg);
     }
@@ -1119,16 +1013,11 @@ function clearData() {
   state.dataToken = null;
   state.asOf = null;
   state.lastError = null;
-  state.byUuid = new Map();
-  state.byId = new Map();
-  state.children = new Map();
-  state.roots = [];
-  state.sorted = [];
+  trees.clear();
   state.rows = [];
   state.selected = null;
   state.consumersOf = new Map();
   state.expanded = new Set();
-  state.rollups = new Map();
   rowCache = new Map();
   $('tree-spacer').replaceChildren();
   $('tree-spacer').style.height = '0px';
