@@ -553,6 +553,24 @@ def test_switching_tokens_and_disconnect(page, world):
     assert focused(driver, 'id') == 'token'
 
 
+def test_filters_go_with_the_session(page, world):
+    """A search and filters typed in one session do not narrow the next
+    one's tree (the boxes are cleared, and so is what they filtered)."""
+    driver, _ = page
+    connected(driver)
+    driver.find_element(By.ID, 'search').send_keys('compute-2')
+    select(driver, 'filter-agg', AGG)
+    driver.find_element(By.ID, 'filter-pct').send_keys('1')
+    wait(driver, lambda d: row_names(d) == ['compute-2'])
+    driver.find_element(By.ID, 'disconnect').click()
+    for id_ in ('search', 'filter-pct', 'filter-agg'):
+        assert driver.find_element(By.ID, id_).get_attribute('value') == ''
+    connected(driver)
+    wait(driver, lambda d: row_names(d) == ['compute-1', 'compute-2'])
+    assert driver.find_element(By.ID, 'tree-count').text == (
+        '4 providers, 2 trees')
+
+
 def freshness(driver):
     return driver.find_element(By.ID, 'freshness').text
 

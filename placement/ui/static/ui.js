@@ -1034,6 +1034,9 @@ function clearData() {
   for (const id of ['filter-rc', 'filter-trait', 'filter-agg']) {
     fillSelect(id, []);
   }
+  $('search').value = '';
+  $('filter-pct').value = '';
+  state.filter = { text: '', rc: '', trait: '', agg: '', pct: null };
   $('disconnect').hidden = true;
 }
 
