@@ -26,7 +26,7 @@ export const store = {
   rootOf: new Map(),      // uuid -> its root's record
   classes: [], traits: [], aggregates: [],
   rollups: new Map(),     // uuid -> {rc: [capacity, used, reserved, total]}
-  peaks: new Map(),       // `${uuid}|${rc}` -> the fullest in its subtree
+  peaks: new Map(),       // rc ('' any) -> uuid -> the fullest in its subtree
 };
 
 export function record(raw, traitNames, aggUuids, old) {
@@ -182,8 +182,9 @@ export function fullness(sums, rc) {
 // {rp, pct}. A host is as full as its fullest NUMA cell or device, not
 // as the average of its tree.
 export function peak(uuid, rc = '') {
-  const key = `${uuid}|${rc}`;
-  let out = store.peaks.get(key);
+  let known = store.peaks.get(rc);
+  if (!known) store.peaks.set(rc, known = new Map());
+  let out = known.get(uuid);
   if (out) return out;
   const rp = store.byUuid.get(uuid);
   out = { rp, pct: fullness(ownSums(rp), rc) };
@@ -191,7 +192,7 @@ export function peak(uuid, rc = '') {
     const p = peak(c.uuid, rc);
     if (p.pct > out.pct) out = p;
   }
-  store.peaks.set(key, out);
+  known.set(uuid, out);
   return out;
 }
 
@@ -228,7 +229,8 @@ export function matches(rp, f) {
 // provider in each one's subtree).
 export function ordered(list, sort, rc) {
   if (sort !== 'usage') return list;
-  return list.slice().sort((a, b) => peak(b.uuid, rc).pct - peak(a.uuid, rc).pct
+  const score = new Map(list.map((rp) => [rp, peak(rp.uuid, rc).pct]));
+  return list.slice().sort((a, b) => score.get(b) - score.get(a)
     || byName(a, b));
 }
 

@@ -35,6 +35,7 @@ const POLL_HIDDEN_MS = 10000;   // a tab nobody looks at asks less often
 const POLL_UNCOUNTED_MS = 30000;  // a database without change counters
 const RETRY_MAX_MS = 10000;
 const HIGH_PCT = 90;
+const MEMBERS_SHOWN = 200;   // an aggregate's members drawn at first
 const TOKEN_KEY = 'placement-ui-token';
 
 export const stats = { polls: 0, pollErrors: 0 };
@@ -55,6 +56,7 @@ const state = {
   filter: { text: '', rc: '', trait: '', agg: '', pct: null },
   sort: 'name',
   aggregateSort: 'name',  // an aggregate's members: by name or fullest
+  aggregateAll: null,     // the aggregate whose members are all shown
   rows: [],               // [{rp, depth}] in display order
   focus: 0,
   selected: null,
@@ -704,9 +706,15 @@ function peakText({ rp, pct }) {
 function showAggregate(agg) {
   const sort = state.aggregateSort;
   const { providers, rows } = aggregateParts(agg);
-  const parts = sort === 'fullest'
-    ? rows.slice().sort((a, b) => rowPeak(b).pct - rowPeak(a).pct)
-    : rows;
+  let parts = rows;
+  if (sort === 'fullest') {
+    const score = new Map(rows.map((rp) => [rp, rowPeak(rp).pct]));
+    parts = rows.slice().sort((a, b) => score.get(b) - score.get(a));
+  }
+  // A zone of thousands of hosts: its fullest first, the rest on demand.
+  const shown = state.aggregateAll === agg ? parts.length : MEMBERS_SHOWN;
+  const more = parts.length - shown;
+  parts = parts.slice(0, shown);
   const sorter = h('select', {
     id: 'aggregate-sort', 'aria-label': 'Sort members',
     onchange: (ev) => {
@@ -739,7 +747,14 @@ function showAggregate(agg) {
           h('div', { 'data-rc': rc },
             `${tree ? 'Σ ' : ''}${rc}: ${fmt(used)} of ${fmt(cap)}`))));
     })))
-    : h('p', { class: 'muted' }, 'No members.')));
+    : h('p', { class: 'muted' }, 'No members.'),
+  more > 0 ? h('p', {}, h('button', {
+    type: 'button', id: 'aggregate-all',
+    onclick: () => {
+      state.aggregateAll = agg;
+      showAggregate(agg);
+    },
+  }, `Show all ${fmt(rows.length)} members (${fmt(more)} more)`)) : null));
 }
 
 // --- a consumer -------------------------------------------------------------
