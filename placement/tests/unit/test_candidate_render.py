@@ -1,5 +1,5 @@
-"""The allocation_requests JSON, rendered from picks (handlers'
-_Renderer), says what each candidate's own allocations and mappings say:
+"""The allocation_requests JSON, rendered from picks
+(allocation_candidate_json's _Renderer), says what each candidate's own allocations and mappings say:
 for providers serving one group, several groups (amounts summed), groups
 without resources, and the older shapes."""
 import json
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from placement.handlers import allocation_candidate as ac
+from placement.handlers import allocation_candidate_json as ac
 from placement import microversion
 from placement.objects.candidates import model
 from placement.tests.unit import test_combine as tc
@@ -24,7 +24,7 @@ def want(version):
 
 
 def rendered(cands, provs, version='1.39', isolate=False):
-    out = ac._allocation_requests(cands, provs, want(version), isolate)
+    out = ac.allocation_requests(cands, provs, want(version), isolate)
     if not isinstance(out, list):
         out = json.loads(out)
     return out
@@ -134,7 +134,7 @@ def test_the_node_rendering_is_named_alike_in_every_process():
     for seed in ('1', '2'):
         keys.add(subprocess.run(
             [sys.executable, '-c', 'from placement.handlers import '
-             'allocation_candidate as h; print(h._NODE_KEY)'],
+             'allocation_candidate_json as h; print(h.NODE_KEY)'],
             env=dict(os.environ, PYTHONHASHSEED=seed), check=True,
             capture_output=True, text=True).stdout)
-    assert len(keys) == 1 and ac._NODE_KEY[2] in keys.pop()
+    assert len(keys) == 1 and ac.NODE_KEY[2] in keys.pop()
