@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from placement import context
 from placement.db import change_triggers
 from placement.objects.candidates import model
-from placement.objects.candidates import snapshot
+from placement.objects.candidates import node_file
 from placement.objects.candidates import world as world_mod
 from placement.objects.candidates.world import settings as world_settings
 from placement.objects import changes
@@ -304,7 +304,7 @@ def test_a_file_of_another_epoch_or_broken_is_not_used(shared, full_reads):
             third = _process(engine)
             assert full_reads[-1] is third
             assert _vcpu(third, a) == (4, 1)
-            assert snapshot.open_file(path) is not None
+            assert node_file.open_file(path) is not None
 
 
 def test_small_worlds_are_not_written(shared, monkeypatch, full_reads):
@@ -671,7 +671,7 @@ def test_a_damaged_node_file_is_logged_ignored_and_written_again(
         assert full_reads[-1] is later and len(full_reads) == 2
         assert a in later.by_uuid and _vcpu(later, a) == (4, 0)
         assert later.base.path == path and later.base.intact()
-        assert snapshot.open_file(path).n == 1
+        assert node_file.open_file(path).n == 1
     warnings = [r for r in caplog.records if r.levelname == 'WARNING'
                 and path in r.getMessage() and 'damaged' in r.getMessage()]
     assert len(warnings) == 1
@@ -684,8 +684,8 @@ def test_a_process_starting_from_the_file_sums_it_once(shared,
     file, and the load itself maps it: the checksum, the bulk of an open
     (a tenth of a second at a million providers), once."""
     sums = []
-    real = snapshot._unsealed
-    monkeypatch.setattr(snapshot, '_unsealed',
+    real = node_file._unsealed
+    monkeypatch.setattr(node_file, '_unsealed',
                         lambda buf: sums.append(len(buf)) or real(buf))
     with _app_and_engine() as (app, engine):
         _cloud, a = _cloud_of_one(app)
@@ -717,7 +717,7 @@ def test_a_node_file_truncated_under_a_worker_is_left_unread(shared, caplog):
         query = 'resources=VCPU:1'
         everyone = tcw._providers(app, query)
         assert len(everyone) == 60
-        path = snapshot.path_for(str(shared), engine)
+        path = node_file.path_for(str(shared), engine)
         assert os.path.getsize(path) > 4 * mmap.PAGESIZE
         pid = os.fork()
         if pid == 0:
@@ -733,7 +733,7 @@ def test_a_node_file_truncated_under_a_worker_is_left_unread(shared, caplog):
         assert os.waitstatus_to_exitcode(status) == 0
         # The child wrote the file again; this process, which maps the
         # one cut too, moves to the new one as well (not reading it).
-        assert snapshot.open_file(path).n == 60
+        assert node_file.open_file(path).n == 60
         assert tcw._providers(app, query) == everyone
         with engine.connect() as conn:
             assert world_mod.for_connection(conn).base.intact()

@@ -6,6 +6,7 @@ import os
 import pytest
 import sqlalchemy
 
+from placement.objects.candidates import node_file
 from placement.objects.candidates import snapshot
 
 U = '%08d-abcd-0000-0000-000000000000'
@@ -25,8 +26,8 @@ def _snapshots(tmp_path, rows=None):
     data = snapshot.build(*(rows or (PROVIDERS, INVENTORIES, USAGE, TRAITS,
                                      AGGS)), 42, {0: 9})
     path = str(tmp_path / 'world')
-    snapshot.write_file(path, data)
-    return [snapshot.Snapshot(data), snapshot.open_file(path)]
+    node_file.write_file(path, data)
+    return [snapshot.Snapshot(data), node_file.open_file(path)]
 
 
 def test_trees_are_runs_of_positions(tmp_path):
@@ -96,9 +97,9 @@ def test_a_file_cut_short_is_refused(tmp_path, cut):
     path = str(tmp_path / 'world')
     with open(path, 'wb') as f:
         f.write(data[:cut])
-    assert snapshot.open_file(path) is None
-    snapshot.write_file(path, data)
-    assert snapshot.open_file(path).n == 5
+    assert node_file.open_file(path) is None
+    node_file.write_file(path, data)
+    assert node_file.open_file(path).n == 5
 
 
 def test_a_byte_changed_anywhere_or_a_cut_anywhere_is_refused(tmp_path,
@@ -107,7 +108,7 @@ def test_a_byte_changed_anywhere_or_a_cut_anywhere_is_refused(tmp_path,
     read: every byte of the file counts, the seal's own included."""
     data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
     path = str(tmp_path / 'world')
-    snapshot.write_file(path, data, snapshot.rendered_section(
+    node_file.write_file(path, data, node_file.rendered_section(
         data, 'key', [b'tree 1', b'', b'tree 4']))
     with open(path, 'rb') as f:
         whole = f.read()
@@ -118,14 +119,14 @@ def test_a_byte_changed_anywhere_or_a_cut_anywhere_is_refused(tmp_path,
         with open(path, 'r+b') as f:
             f.seek(at)
             f.write(bytes([whole[at] ^ 0x10]))
-        assert snapshot.open_file(path) is None, at
+        assert node_file.open_file(path) is None, at
         with open(path, 'r+b') as f:
             f.seek(at)
             f.write(whole[at:at + 1])
-        assert snapshot.open_file(path).n == 5
+        assert node_file.open_file(path).n == 5
     for cut in reversed(places):
         os.truncate(path, cut)
-        assert snapshot.open_file(path) is None, cut
+        assert node_file.open_file(path) is None, cut
     assert 'world is damaged (checksum differs)' in caplog.text.replace(
         path, 'world')
 
@@ -138,12 +139,12 @@ def test_a_mapped_file_changed_in_place_is_no_longer_intact(tmp_path):
     data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
     path = str(tmp_path / 'world')
     assert snapshot.Snapshot(data).intact()
-    snapshot.write_file(path, data)
-    mapped = snapshot.open_file(path)
-    snapshot.write_file(path, data)
-    assert mapped.intact() and snapshot.open_file(path).ino != mapped.ino
+    node_file.write_file(path, data)
+    mapped = node_file.open_file(path)
+    node_file.write_file(path, data)
+    assert mapped.intact() and node_file.open_file(path).ino != mapped.ino
     for change in ('cut', 'written'):
-        snap = snapshot.open_file(path)
+        snap = node_file.open_file(path)
         assert snap.intact()
         if change == 'cut':
             os.truncate(path, 100)
@@ -151,7 +152,7 @@ def test_a_mapped_file_changed_in_place_is_no_longer_intact(tmp_path):
             stat = os.stat(path)
             os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
         assert not snap.intact()
-        snapshot.write_file(path, data)
+        node_file.write_file(path, data)
 
 
 def test_a_dead_writers_temporary_file_goes_with_the_next_write(tmp_path):
@@ -164,11 +165,11 @@ def test_a_dead_writers_temporary_file_goes_with_the_next_write(tmp_path):
     other = tmp_path / '.world-b.plworld5.x1y2z3'
     for leftover in (dead, other):
         leftover.write_bytes(b'half a world')
-    with snapshot.locked(path):
-        snapshot.write_file(path, data)
+    with node_file.locked(path):
+        node_file.write_file(path, data)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         other.name, 'world-a.plworld5', 'world-a.plworld5.lock']
-    assert snapshot.open_file(path).n == 5
+    assert node_file.open_file(path).n == 5
 
 
 def test_uuids_sql_by_hand_may_write(tmp_path):
@@ -219,11 +220,11 @@ def test_file_name_carries_the_format(tmp_path):
     # Two versions on one node (a rolling upgrade) keep a file each: a
     # process of one never maps, nor replaces, the other's.
     engine = sqlalchemy.create_engine('sqlite://')
-    path = snapshot.path_for(str(tmp_path), engine)
-    assert path == snapshot.path_for(str(tmp_path), engine)
-    assert path.endswith('.' + snapshot._MAGIC.decode('ascii').lower())
+    path = node_file.path_for(str(tmp_path), engine)
+    assert path == node_file.path_for(str(tmp_path), engine)
+    assert path.endswith('.' + snapshot.MAGIC.decode('ascii').lower())
     other = sqlalchemy.create_engine('sqlite:///other')
-    assert snapshot.path_for(str(tmp_path), other) != path
+    assert node_file.path_for(str(tmp_path), other) != path
 
 
 def test_writing_removes_older_formats_of_the_database(tmp_path):
@@ -231,14 +232,14 @@ def test_writing_removes_older_formats_of_the_database(tmp_path):
     # hold memory in /dev/shm until a reboot); a newer version's file,
     # lock files and other databases' files stay.
     engine = sqlalchemy.create_engine('sqlite://')
-    path = snapshot.path_for(str(tmp_path), engine)
+    path = node_file.path_for(str(tmp_path), engine)
     stem = os.path.basename(path).rpartition('.')[0]
     older = [stem, stem + '.plworld3']
     kept = [stem + '.plworld99', stem + '.plworld3.lock', stem + '.lock',
             'world-0123456789abcdef01234567.plworld3']
     for name in older + kept:
         (tmp_path / name).write_bytes(b'x')
-    snapshot.write_file(path, snapshot.build(
+    node_file.write_file(path, snapshot.build(
         PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {}))
     assert sorted(os.listdir(tmp_path)) == sorted(
         kept + [os.path.basename(path)])
@@ -247,7 +248,7 @@ def test_writing_removes_older_formats_of_the_database(tmp_path):
 def _rendered_file(tmp_path, blobs):
     data = snapshot.build(PROVIDERS, INVENTORIES, USAGE, TRAITS, AGGS, 1, {})
     path = str(tmp_path / 'world')
-    snapshot.write_file(path, data, snapshot.rendered_section(
+    node_file.write_file(path, data, node_file.rendered_section(
         data, ('summaries', 7), iter(blobs)))
     return path, data
 
@@ -260,7 +261,7 @@ def _runs(found):
 def test_a_file_may_end_with_each_tree_rendered(tmp_path):
     # Trees 1, 3 and 4 (troot order); 3 not rendered (an empty one).
     path, data = _rendered_file(tmp_path, [b'"one":{},', b'', b'"four":{},'])
-    snap = snapshot.open_file(path)
+    snap = node_file.open_file(path)
     assert snap.rendered_key == ('summaries', 7)
     # Trees one after another in the file come as one run: tree 3 has
     # nothing between them. Roots not here, or not rendered, are missing.
@@ -279,7 +280,7 @@ def test_a_file_may_end_with_each_tree_rendered(tmp_path):
 
 def test_rendered_trees_apart_in_the_file_are_runs_apart(tmp_path):
     path, _data = _rendered_file(tmp_path, [b'1,', b'3,', b'4,'])
-    snap = snapshot.open_file(path)
+    snap = node_file.open_file(path)
     assert _runs(snap.rendered([1, 3, 4])) == ([(1, b'1,3,4,')], [])
     assert _runs(snap.rendered([1, 4])) == ([(1, b'1,'), (4, b'4,')], [])
     assert _runs(snap.rendered([3, 4, 7])) == ([(3, b'3,4,')], [7])
@@ -292,4 +293,4 @@ def test_a_rendered_file_cut_short_is_refused(tmp_path, cut):
         whole = f.read()
     with open(path, 'wb') as f:
         f.write(whole[:-cut])
-    assert snapshot.open_file(path) is None
+    assert node_file.open_file(path) is None

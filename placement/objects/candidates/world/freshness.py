@@ -32,6 +32,7 @@ import sqlalchemy as sa
 
 from placement import context as placement_context
 from placement.db import models
+from placement.objects.candidates import node_file
 from placement.objects.candidates import snapshot
 from placement.objects.candidates.world import settings
 from placement.objects.candidates.world import store
@@ -81,8 +82,8 @@ def renew_node_file(world_class, path, ino, engine, config, mysql):
     scratch = world_class()
     scratch._mysql = mysql
     try:
-        with snapshot.locked(path):
-            if snapshot.inode(path) != ino:
+        with node_file.locked(path):
+            if node_file.inode(path) != ino:
                 return
             with engine.connect() as conn:
                 epoch, current = changes.counters(conn)
@@ -133,7 +134,7 @@ class Freshness:
         elif epoch != self.epoch:
             why = 'new epoch'
         elif self.base.path and self.changed and \
-                snapshot.inode(self.base.path) != self.base.ino:
+                node_file.inode(self.base.path) != self.base.ino:
             why = 'newer snapshot'
         else:
             why = self._catch_up(ctx, conn, current)
@@ -283,8 +284,8 @@ class Freshness:
         connections wait for its locks.)"""
         if self.loads or conn.dialect.name == 'sqlite':
             return False
-        if settings.SHARED_DIR and snapshot.shareable(conn.engine):
-            snap = snapshot.open_file(snapshot.path_for(settings.SHARED_DIR,
+        if settings.SHARED_DIR and node_file.shareable(conn.engine):
+            snap = node_file.open_file(node_file.path_for(settings.SHARED_DIR,
                                                         conn.engine))
             # For the load that follows: checked once (its checksum).
             self._opened = snap
@@ -320,8 +321,8 @@ class Freshness:
         whole (and written to the file for the others, when large).
         Returns how it was done, for the log."""
         path = None
-        if settings.SHARED_DIR and snapshot.shareable(conn.engine):
-            path = snapshot.path_for(settings.SHARED_DIR, conn.engine)
+        if settings.SHARED_DIR and node_file.shareable(conn.engine):
+            path = node_file.path_for(settings.SHARED_DIR, conn.engine)
             if self._from_file(ctx, conn, path, epoch, current):
                 return 'caught up from the shared snapshot'
             count = conn.execute(sa.select(sa.func.count()).select_from(
@@ -334,14 +335,14 @@ class Freshness:
         else:
             how = 'read from the database, shared'
             try:
-                with snapshot.locked(path):
+                with node_file.locked(path):
                     # Another process may have written it while this one
                     # waited.
                     if self._from_file(ctx, conn, path, epoch, current):
                         return 'caught up from the shared snapshot'
                     data = self._reading(conn, epoch, current)
                     self._write_node_file(ctx, path, data)
-                    snap = snapshot.open_file(path)
+                    snap = node_file.open_file(path)
             except OSError as exc:
                 # No room, no right: this process keeps its own copy.
                 if path not in _UNSHARED:
@@ -367,12 +368,12 @@ class Freshness:
         (by another process, while this one waited for the file's lock):
         it is checked against counters read again, on a connection of
         its own (``conn``'s transaction may see the database as it was)."""
-        if self.loads and snapshot.inode(path) == self.base.ino:
+        if self.loads and node_file.inode(path) == self.base.ino:
             return False
         snap, self._opened = self._opened, None
-        if snap is None or snap.ino != snapshot.inode(path) or \
+        if snap is None or snap.ino != node_file.inode(path) or \
                 not snap.intact():
-            snap = snapshot.open_file(path)
+            snap = node_file.open_file(path)
         if snap is None or snap.epoch != epoch:
             return False
         if not changes.ahead(snap.slots, current):

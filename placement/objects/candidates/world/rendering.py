@@ -6,6 +6,7 @@ instead of rendering (World.answer).
 """
 from oslo_log import log as logging
 
+from placement.objects.candidates import node_file
 from placement.objects.candidates import snapshot
 from placement.objects.candidates.world import settings
 
@@ -29,13 +30,13 @@ class Rendering:
         trees rendered (_rendered_trees); without them if rendering fails: they
         only spare the processes work, the world is whole without them."""
         try:
-            snapshot.write_file(path, data, self._rendered_trees(ctx, data))
+            node_file.write_file(path, data, self._rendered_trees(ctx, data))
         except OSError:
             raise
         except Exception:
             LOG.exception('Allocation candidates: rendering the trees for '
                           '%s failed; the file goes without them.', path)
-            snapshot.write_file(path, data)
+            node_file.write_file(path, data)
 
     def _rendered_trees(self, ctx, data):
         """The chunks ending a snapshot file of ``data`` with its trees
@@ -55,4 +56,4 @@ class Rendering:
                 shape = shapes[i]
                 yield None if shape < 0 else self._base_tree(
                     starts[i], starts[i + 1], shape)
-        return snapshot.rendered_section(data, key, render(trees()))
+        return node_file.rendered_section(data, key, render(trees()))

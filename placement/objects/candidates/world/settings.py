@@ -3,7 +3,7 @@ module that the others read at call time (``settings.SHARE_FROM``), so
 that ``configure``, ``render_trees_with`` and a test setting one of them
 change what every part of the world does.
 """
-from placement.objects.candidates import snapshot
+from placement.objects.candidates import node_file
 
 # Providers read per statement on a partial reload.
 CHUNK = 500
@@ -35,7 +35,7 @@ READ_APART_FROM = 10000
 # the node's file (a restarted node's: 10,000 took a process 1-1.6 s,
 # beside its siblings' imports 2-3 s, before its first answer).
 CATCH_UP_APART_FROM = 2000
-SHARED_DIR = snapshot.default_directory()
+SHARED_DIR = node_file.default_directory()
 # Seconds a first load run apart waits for the request that started it
 # to be answered from the database.
 LOAD_WAITS = 5.0
@@ -56,4 +56,4 @@ def configure(conf):
     SHARED_DIR = None
     if conf.candidates.share_world:
         SHARED_DIR = (conf.candidates.world_dir or
-                      snapshot.default_directory())
+                      node_file.default_directory())
