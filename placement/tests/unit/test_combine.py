@@ -1,6 +1,7 @@
 """The depth-first combiner on tiny worlds written inline."""
 import itertools
 
+from placement.objects.candidates import combination
 from placement.objects.candidates import combine as cb
 from placement.objects.candidates import model
 from placement.objects.candidates import rules
@@ -283,7 +284,7 @@ def test_breadth_first_interleaves_anchors():
 def test_same_subtree_over_the_combiners_ancestors():
     provs = world(P(1, 'r', None, 1), P(2, 'a', 1, 1), P(3, 'b', 2, 1),
                   P(4, 'c', 1, 1))
-    ancestors = cb.ancestors_of(provs)
+    ancestors = combination.ancestors_of(provs)
     assert rules.same_subtree(ancestors, {2, 3})
     assert rules.same_subtree(ancestors, {1, 3, 4})
     assert not rules.same_subtree(ancestors, {3, 4})
