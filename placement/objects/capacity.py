@@ -51,7 +51,7 @@ from placement import exception
 from placement.objects import capacity_rules
 from placement.objects.candidates import combine
 from placement.objects.candidates import model
-from placement.objects.candidates import sql
+from placement.objects.candidates import sql_request
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 
@@ -280,7 +280,7 @@ SOLVE_SECONDS = 2.0
 
 def _sharing_trait(ctx):
     try:
-        return trait_obj.id_for_name(ctx, sql.SHARING_TRAIT)
+        return trait_obj.id_for_name(ctx, sql_request.SHARING_TRAIT)
     except exception.TraitNotFound:
         return None
 
@@ -293,8 +293,8 @@ def _patterns(ctx, groups, wide, roots):
     tree's root; a sharing provider serves every tree sharing one of its
     aggregates). ``roots``: the anchors wanted, None for all."""
     try:
-        gatherer = sql.Request(ctx, groups, wide)
-    except sql.Empty:
+        gatherer = sql_request.Request(ctx, groups, wide)
+    except sql_request.Empty:
         return {}, {}
     cgroups = gatherer.combine_groups()
     if not cgroups:

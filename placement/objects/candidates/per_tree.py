@@ -13,7 +13,7 @@ class PerTree:
     """The most providers one tree has with inventory of a class
     (``most``; class None: providers of any kind), or with a trait
     (``most_with_trait``): true bounds on the choices a root offers a
-    group, which the random sample needs (search._Request.bound,
+    group, which the random sample needs (world_request.Request.bound,
     sample.py). Counts, not capacity, so usage changes leave them alone.
 
     Kept per tree as a summary shared by alike trees (a cloud's trees are

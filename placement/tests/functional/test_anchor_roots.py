@@ -1,4 +1,4 @@
-"""Which trees a search looks at (search._Request.anchor_roots).
+"""Which trees a search looks at (world_request.Request.anchor_roots).
 
 In a large cloud most trees cannot anchor a candidate asked for with
 in_tree, required traits or member_of; the search tells which can from
@@ -9,7 +9,7 @@ and the trees looked at are only the ones that could serve.
 import pytest
 import sqlalchemy as sa
 
-from placement.objects.candidates import search
+from placement.objects.candidates import world_request
 from placement.objects.candidates.world import settings as world_settings
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
@@ -47,16 +47,16 @@ def _world(sharing=False):
 
 @pytest.fixture
 def looked(monkeypatch):
-    """The roots whose trees each search read (_Request.batch, for the
+    """The roots whose trees each search read (world_request.Request.batch, for the
     fast path and the general one), request by request."""
     seen = []
-    real = search._Request.batch
+    real = world_request.Request.batch
 
     def batch(self, roots, groups=None):
         seen[-1].update(roots)
         return real(self, roots, groups)
 
-    monkeypatch.setattr(search._Request, 'batch', batch)
+    monkeypatch.setattr(world_request.Request, 'batch', batch)
     return seen
 
 

@@ -21,6 +21,7 @@ import webob
 
 from placement.objects.candidates import engine
 from placement.objects.candidates import sql
+from placement.objects.candidates import sql_request
 from placement.tests.functional import candidate_worlds as cw
 from placement.tests.functional.fixtures import gabbits
 from placement.tests.functional import test_candidates_differential as diff
@@ -118,11 +119,11 @@ def test_anchor_batches_answer_as_all_anchors_at_once(monkeypatch):
 
 def test_windows_of_roots_answer_as_one_window(monkeypatch):
     """Under a limit, the groups' rows are gathered for a first window of
-    roots, then for the rest (sql.Request.windows); with windows of a
+    roots, then for the rest (sql_request.Request.windows); with windows of a
     few roots, and batches of one anchor, the answer must be exactly the
     one gathered from every root at once, order included."""
     later = []
-    combine_groups = sql.Request.combine_groups
+    combine_groups = sql_request.Request.combine_groups
 
     def noted(self, groups=None, window=None):
         cgroups = combine_groups(self, groups, window)
@@ -132,9 +133,9 @@ def test_windows_of_roots_answer_as_one_window(monkeypatch):
 
     assert _answers_alike(
         monkeypatch, random.Random(20261127),
-        [(sql.Request, 'windows', lambda self, cap: [(None, None)])],
-        [(sql, '_MIN_WINDOW', 1), (sql, '_MIN_BATCH', 1),
-         (sql.Request, 'combine_groups', noted)]) > 30
+        [(sql_request.Request, 'windows', lambda self, cap: [(None, None)])],
+        [(sql_request, '_MIN_WINDOW', 1), (sql, '_MIN_BATCH', 1),
+         (sql_request.Request, 'combine_groups', noted)]) > 30
     # Some answers were completed from the second window's rows.
     assert sum(later) > 10
 
@@ -144,7 +145,7 @@ def test_a_window_combines_only_its_own_anchors(monkeypatch):
     that tree's anchor waits for the window holding its own rows, or
     the sharing provider alone would be answered before the tree's own
     disk, which comes first when every root is gathered at once."""
-    monkeypatch.setattr(sql, '_MIN_WINDOW', 1)
+    monkeypatch.setattr(sql_request, '_MIN_WINDOW', 1)
     w = cw.WorldBuilder()
     for k in range(4):                  # limit=1: a window of 4 roots
         w.provider('empty%d' % k)
@@ -201,7 +202,7 @@ def test_a_limited_answer_is_part_of_the_whole(monkeypatch):
 
 def test_trees_read_by_range_answer_as_by_list(monkeypatch):
     """Trees of many close roots are read by id range, the trees in
-    between dropped (sql._dense); forced on for every batch, the
+    between dropped (sql_request._dense); forced on for every batch, the
     answers must be the same as reading them by list."""
     rnd = random.Random(20261123)
     world = glued_world(rnd, 12)
@@ -210,11 +211,11 @@ def test_trees_read_by_range_answer_as_by_list(monkeypatch):
         for _ in range(60):
             path, version = diff.random_query(rnd, world)
             with monkeypatch.context() as m:
-                m.setattr(sql, '_DENSE_MIN', 10 ** 9)
+                m.setattr(sql_request, '_DENSE_MIN', 10 ** 9)
                 by_list = get(app, path, version)
             with monkeypatch.context() as m:
-                m.setattr(sql, '_DENSE_MIN', 1)
-                m.setattr(sql, '_DENSE_SPAN', 10 ** 6)
+                m.setattr(sql_request, '_DENSE_MIN', 1)
+                m.setattr(sql_request, '_DENSE_SPAN', 10 ** 6)
                 by_range = get(app, path, version)
             assert by_range == by_list, (path, version)
             checked += by_list[0] == 200 and bool(

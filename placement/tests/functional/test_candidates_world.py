@@ -25,6 +25,7 @@ import webob
 
 from placement.objects.candidates import engine
 from placement.objects.candidates import search
+from placement.objects.candidates import world_request
 from placement.objects.candidates import world as world_mod
 from placement.objects.candidates.world import settings as world_settings
 from placement.objects import changes
@@ -237,7 +238,7 @@ def test_sole_fast_path_answers_as_the_general_path(flat, monkeypatch):
             if version >= '1.16' and rnd.random() < 0.4:
                 path += '&limit=%d' % rnd.choice([1, 2, 3, 1000])
             with monkeypatch.context() as m:
-                m.setattr(search._Request, 'sole_group', None)
+                m.setattr(world_request.Request, 'sole_group', None)
                 expected = twr.get(app, path, version)
             got = twr.get(app, path, version)
             assert got == expected, (path, version)

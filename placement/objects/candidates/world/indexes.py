@@ -194,7 +194,7 @@ class SearchIndexes:
 
     def fits(self, amounts):
         """{index of a Kind: what its inventory serves of ``amounts``}, a
-        search's memo (search._Request._fitting) for one group's amounts,
+        search's memo (world_request.Request._fitting) for one group's amounts,
         kept as long as the kinds: a Kind never changes once made (a new
         inventory or usage is a new one)."""
         memo = self._fits.get(amounts)
