@@ -47,6 +47,7 @@ import contextlib
 import json
 import os
 import random
+import uuid as uuidlib
 
 import sqlalchemy as sa
 import webob
@@ -60,10 +61,11 @@ from placement.tests.functional import test_candidates_differential as diff
 from placement.tests.functional import test_explain_agreement as explain
 
 WORLDS = int(os.environ.get('PLACEMENT_RULEBOOK_WORLDS', '24'))
-QUERIES_PER_WORLD = 10
+QUERIES_PER_WORLD = 5
 SEED = int(os.environ.get('PLACEMENT_RULEBOOK_SEED', '20261129'))
 NEWEST = '1.39'
 
+FLOAT_EDGE = 'ratio 0.9 of 10'
 # What SQL by hand writes over a row: {column: value}, or a function of
 # the row for values relative to it.
 ODD = {
@@ -74,10 +76,11 @@ ODD = {
     'reserved > total': lambda row: {'reserved': row['total'] + 2},
     'ratio 0': {'allocation_ratio': 0.0},
     'ratio -1.5': {'allocation_ratio': -1.5},
-    # 10 * 0.9 is 9.0 as a double, 8.99999976 from MySQL's FLOAT; the
-    # usage the world gave (at most 8) leaves 1 to 3 at the edge.
-    'ratio 0.9 of 10': {'total': 10, 'max_unit': 10,
-                        'allocation_ratio': 0.9},
+    # 10 * 0.9 is 9.0 as a double, 8.99999976 from MySQL's FLOAT; usage
+    # is raised to 6, 7 or 8 (World.edges) so that 1 to 3 more is at
+    # the edge.
+    FLOAT_EDGE: {'total': 10, 'reserved': 0, 'max_unit': 10,
+                 'allocation_ratio': 0.9},
     'ratio 1.1': {'allocation_ratio': 1.1},
 }
 
@@ -112,13 +115,25 @@ class World:
         # The inventories as the database holds them once rewritten.
         self.rows = [dict(inv) for inv in self.builder.inv]
         self.odd = []       # (provider name, class, kind)
-        for inv in self.rnd.sample(self.rows, min(len(self.rows),
-                                                  self.rnd.randint(1, 4))):
-            kind = self.rnd.choice(sorted(ODD))
+        # The first at the FLOAT edge (rarely met by chance), the others
+        # of any kind.
+        for n, inv in enumerate(self.rnd.sample(
+                self.rows, min(len(self.rows), self.rnd.randint(2, 4)))):
+            kind = self.rnd.choice(sorted(ODD)) if n else FLOAT_EDGE
             change = ODD[kind]
             inv.update(change(inv) if callable(change) else change)
             name = self._row(inv['resource_provider_id'])['name']
             self.odd.append((name, inv['resource_class'], kind))
+        used = collections.Counter()
+        for rp, rc, amount in self.builder.alloc:
+            used[(rp, rc)] += amount
+        # (provider id, class, usage added by SQL, usage then)
+        self.edges = []
+        for inv in self.rows:
+            key = (inv['resource_provider_id'], inv['resource_class'])
+            if inv['allocation_ratio'] == 0.9:
+                then = max(used[key], self.rnd.choice([6, 7, 8]))
+                self.edges.append(key + (then - used[key], then))
         rows = self.builder.rps
         self.by_id = {r['id']: r for r in rows}
         self.root = {r['uuid']: self.by_id[r['root_provider_id']]['uuid']
@@ -158,9 +173,24 @@ class World:
                 ).values({k: row[k] for k in (
                     'total', 'reserved', 'min_unit', 'max_unit',
                     'step_size', 'allocation_ratio')}))
+            for rp, rc, more, _then in self.edges:
+                if more:
+                    conn.execute(models.ALLOC.insert().values(
+                        resource_provider_id=rp, resource_class_id=rcs[rc],
+                        consumer_id=str(uuidlib.uuid4()), used=more))
 
     def odd_classes(self):
         return {rc for _name, rc, _kind in self.odd}
+
+    def at_float_edge(self, path):
+        """Whether a group of the query asks what fills a FLOAT_EDGE row
+        to exactly 9: it fits unless the database is MySQL."""
+        asked = {(pair.split(':')[0], int(pair.split(':')[1]))
+                 for kv in path.split('?')[1].split('&')
+                 if kv.startswith('resources')
+                 for pair in kv.split('=')[1].split(',')}
+        return any((rc, 9 - then) in asked
+                   for _rp, rc, _more, then in self.edges)
 
     def summary(self):
         """The world as rows, for a failure message."""
@@ -169,6 +199,8 @@ class World:
         used = collections.Counter()
         for rp, rc, amount in b.alloc:
             used[(rp, rc)] += amount
+        for rp, rc, more, _then in self.edges:
+            used[(rp, rc)] += more
         for r in b.rps:
             parent = r['parent_provider_id']
             invs = ['%s %d-%d %d..%d/%d x%s used %d' % (
@@ -307,6 +339,8 @@ def test_four_judges_answer_alike(monkeypatch, record_property):
                 counts['queries with an odd row in play'] += bool(
                     asked & world.odd_classes())
                 answer = _get(app, path, version)
+                counts['queries at the FLOAT edge'] += world.at_float_edge(
+                    path)
                 counts['non-empty answers'] += bool(
                     answer[0] == 200 and answer[1]['allocation_requests'])
                 sql_answer = _sql_answer(monkeypatch, app, path, version)
@@ -344,3 +378,4 @@ def test_four_judges_answer_alike(monkeypatch, record_property):
     # The worlds exercise what they are for.
     assert counts['queries with an odd row in play'] > counts['queries'] / 3
     assert counts['non-empty answers'] > counts['queries'] / 4
+    assert counts['queries at the FLOAT edge'] >= 3
