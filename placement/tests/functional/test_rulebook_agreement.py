@@ -47,8 +47,10 @@ import contextlib
 import json
 import os
 import random
+import types
 import uuid as uuidlib
 
+import pytest
 import sqlalchemy as sa
 import webob
 
@@ -313,16 +315,6 @@ def one_database():
         yield app, db_engine, load
 
 
-@contextlib.contextmanager
-def engine_off():
-    was = engine.USE_WORLD
-    engine.USE_WORLD = False
-    try:
-        yield
-    finally:
-        engine.USE_WORLD = was
-
-
 def _sql_answer(monkeypatch, app, path, version):
     with monkeypatch.context() as m:
         m.setattr(engine, 'USE_WORLD', False)
@@ -401,3 +393,35 @@ def test_four_judges_answer_alike(monkeypatch, record_property):
     assert counts['queries with an odd row in play'] > counts['queries'] / 3
     assert counts['non-empty answers'] > counts['queries'] / 4
     assert counts['queries at the FLOAT edge'] >= 3
+
+
+@pytest.mark.once('reaches no database')
+def test_a_wrong_capacity_report_is_caught():
+    """The capacity check itself. Tree a answers with its child a1;
+    sharing provider s (a tree of its own, in an aggregate with tree b,
+    whose root has CUSTOM_A) answers alone, under s or b."""
+    world = types.SimpleNamespace(
+        root={'a': 'a', 'a1': 'a', 'b': 'b', 's': 's'}, sharing={'s'},
+        serves={'s': {'s', 'b'}},
+        traits=collections.defaultdict(set, b={'CUSTOM_A'}))
+    path = '/allocation_candidates?resources=VCPU:1'
+    answer = (200, {'allocation_requests': [
+        {'allocations': {'a1': {'resources': {'VCPU': 1}}}},
+        {'allocations': {'s': {'resources': {'VCPU': 1}}}}]})
+
+    def report(*roots):
+        return 200, {'trees': [{'root_provider_uuid': r, 'fits': 1}
+                               for r in roots], 'total': len(roots)}
+
+    def check(report, answer=answer, path=path):
+        return capacity_disagreements(world, answer, report, path)
+
+    assert check(report('a', 'b')) == check(report('a', 's')) == []
+    assert check(report('a', 'b', 's')) == []
+    assert check(report('b'))               # a has a candidate
+    assert check(report('a'))               # s's candidate under no tree
+    assert check(report('a', 'b'), path=path + '&root_required=!CUSTOM_A')
+    assert check(report(), (200, {'allocation_requests': []})) == []
+    assert check(report('a'), (200, {'allocation_requests': []}))
+    assert check((400, {}), (200, {'allocation_requests': []}))
+    assert check((400, {}), (400, {})) == []
