@@ -5,14 +5,19 @@ The judges are the world engine (candidates/world/ and search.py), the
 SQL engine (candidates/sql.py), explain (GET /ops/explain/
 allocation_candidates) and the capacity report (GET /ops/capacity). Each
 world is the differential test's (trees, grandchildren, sharing
-providers, usage, traits, aggregates), loaded by the world engine once,
-then some of its inventories are rewritten by SQL with rows the API never
-writes: step_size 0 or negative, min_unit above max_unit, reserved above
-total, an allocation_ratio of 0 or below, and ratios MySQL's FLOAT column
-rounds (0.9 of 10 is 8.99999976 there: used + amount = 9 fits elsewhere,
-not on MySQL). The world engine must see those writes (the change
-triggers count them). Then, on that same database state, for random
-queries (every parameter the microversion allows):
+providers, usage, traits, aggregates; a quarter flat, a quarter without
+sharing providers), loaded by the world engine once, then two to four of
+its inventories are rewritten by SQL with rows the API never writes:
+step_size 0 or negative, min_unit above max_unit, reserved above total,
+an allocation_ratio of 0 or below, and ratios MySQL's FLOAT column rounds
+(one row per world is 0.9 of 10, 8.99999976 there, with usage raised by
+SQL to 6, 7 or 8: used + amount = 9 fits elsewhere, not on MySQL). The
+world engine must see those writes (the change triggers count them).
+Then, on that same database state, for random queries (every parameter
+the microversion allows: resources, required and forbidden traits,
+member_of with ``in:`` and ``!``, numbered groups, group_policy,
+in_tree, root_required, same_subtree) and a probe per odd row (its class
+alone, of an amount the row decides):
 
 1. the world engine and the SQL engine give the same answer (status and
    errors, or the same allocation requests, order aside, and the same
@@ -29,7 +34,8 @@ queries (every parameter the microversion allows):
    (a tree sharing an aggregate with each of them, whose root has the
    root_required traits); each such candidate has a tree said to fit
    under it; ``total`` is 0 exactly when there is no candidate; a bad
-   query is refused by both.
+   query is refused by both (a bad name after a group with no candidates
+   is no candidate, names.resolve, and so nothing fits).
 
 A disagreement is reported as its smallest case: seed, world (rows as
 they are in the database) and query, enough to rebuild it. The number
