@@ -477,13 +477,23 @@ def report(ctx, groups, wide):
     """The report for parsed request ``groups`` ({suffix: RequestGroup})
     and ``wide`` (RequestWide): {'trees': [...], 'aggregates': {uuid:
     fits}, 'total': n, 'exact': bool}. Raises ResourceClassNotFound or
-    TraitNotFound for unknown names."""
-    resolved = [_Group(ctx, g) for g in groups.values()]
-    wide_ids = collections.namedtuple('Wide', 'group_policy root_required '
-                                      'root_forbidden')(
-        wide.group_policy,
-        {trait_obj.id_for_name(ctx, n) for n in wide.root_required},
-        {trait_obj.id_for_name(ctx, n) for n in wide.root_forbidden})
+    TraitNotFound for unknown names, as GET /allocation_candidates does:
+    not after a group with no candidates (names.resolve), then nothing
+    fits."""
+    try:
+        resolved = [_Group(ctx, g) for g in groups.values()]
+        wide_ids = collections.namedtuple(
+            'Wide', 'group_policy root_required root_forbidden')(
+            wide.group_policy,
+            {trait_obj.id_for_name(ctx, n) for n in wide.root_required},
+            {trait_obj.id_for_name(ctx, n) for n in wide.root_forbidden})
+    except (exception.ResourceClassNotFound, exception.TraitNotFound):
+        try:
+            sql.Request(ctx, groups, wide)
+        except sql.Empty:
+            return {'trees': [], 'aggregates': {}, 'total': 0,
+                    'exact': True}
+        raise
     classes = sorted({rc for g in resolved for rc in g.resources})
     trait_ids = set(wide_ids.root_required) | wide_ids.root_forbidden
     for g in resolved:

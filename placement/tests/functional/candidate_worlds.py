@@ -85,8 +85,11 @@ class WorldBuilder:
                 res = conn.execute(models.TRAIT.insert(), [{'name': t}])
                 traits[t] = conn.execute(sa.select(models.TRAIT.c.id).where(
                     models.TRAIT.c.name == t)).scalar()
-            aggs = {}
-            for agg in sorted({a for _, a in self.rpa}):
+            # Aggregates already there are kept (their rows are never
+            # deleted: aggregate.ids_for_uuids caches their ids).
+            aggs = {r[1]: r[0] for r in conn.execute(
+                sa.select(models.AGG.c.id, models.AGG.c.uuid))}
+            for agg in sorted({a for _, a in self.rpa} - set(aggs)):
                 conn.execute(models.AGG.insert(), [{'uuid': agg}])
                 aggs[agg] = conn.execute(sa.select(models.AGG.c.id).where(
                     models.AGG.c.uuid == agg)).scalar()

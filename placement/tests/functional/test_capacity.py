@@ -175,6 +175,30 @@ def test_same_subtree_is_counted():
         assert 'same_subtree' in resp.json['errors'][0]['detail']
 
 
+def test_bad_name_after_an_empty_group_is_nothing_fits():
+    """A name that does not exist is a 400, as for GET
+    /allocation_candidates; but after a group with no candidates it is
+    an empty answer there (upstream resolves names group by group and
+    stops at the first empty group: names.resolve), so nothing fits."""
+    w = candidate_worlds.WorldBuilder()
+    w.provider('cn')
+    w.inventory('cn', 'VCPU', 4)
+    with gabbits.app_over_world(w) as app:
+        for later in ('resources2=CUSTOM_NOPE:1', 'resources2=VCPU:1'
+                      '&required2=CUSTOM_NOPE'):
+            empty_first = ('resources1=VCPU:5&%s&group_policy=none'
+                           % later)
+            assert _get(app, '/allocation_candidates?' + empty_first)[
+                'allocation_requests'] == []
+            assert _get(app, '/ops/capacity?' + empty_first) == {
+                'trees': [], 'aggregates': {}, 'total': 0, 'exact': True}
+            for url in ('/allocation_candidates?', '/ops/capacity?'):
+                resp = webob.Request.blank(
+                    url + empty_first.replace('VCPU:5', 'VCPU:1'),
+                    headers=H).get_response(app)
+                assert resp.status_int == 400, (url, later)
+
+
 def _big_world(n):
     w = candidate_worlds.WorldBuilder()
     for i in range(n):
