@@ -489,8 +489,8 @@ def report(ctx, groups, wide):
             {trait_obj.id_for_name(ctx, n) for n in wide.root_forbidden})
     except (exception.ResourceClassNotFound, exception.TraitNotFound):
         try:
-            sql.Request(ctx, groups, wide)
-        except sql.Empty:
+            sql_request.Request(ctx, groups, wide)
+        except sql_request.Empty:
             return {'trees': [], 'aggregates': {}, 'total': 0,
                     'exact': True}
         raise
