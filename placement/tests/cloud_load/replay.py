@@ -46,11 +46,13 @@ class Stats:
     def __init__(self):
         self.times = collections.defaultdict(list)
         self.status = collections.defaultdict(collections.Counter)
+        self.issued = collections.defaultdict(collections.Counter)
         self.late = []
         self.flows = collections.Counter()
         self.recording = False
 
     def add(self, kind, seconds, status):
+        self.issued[kind][status] += 1      # the whole run, drain included
         if self.recording:
             self.times[kind].append(seconds)
             self.status[kind][status] += 1
@@ -102,14 +104,19 @@ class Replay:
         if k.version:
             headers['openstack-api-version'] = 'placement ' + k.version
         start = time.perf_counter()
-        try:
-            resp = await self.client.request(
-                k.method, self.url + k.path.format(**fill), headers=headers,
-                json=body)
-            status = resp.status_code
-            data = resp.content
-        except httpx.HTTPError:
-            status, data = 0, b''
+        # Our own queue in front of httpx's pool: its waiting requests
+        # cost CPU per queued request at every release, which made the
+        # generator the bottleneck once a slow service let them pile up.
+        # The wait counts in the latency, as a queue at the server would.
+        async with self.slots:
+            try:
+                resp = await self.client.request(
+                    k.method, self.url + k.path.format(**fill),
+                    headers=headers, json=body)
+                status = resp.status_code
+                data = resp.content
+            except httpx.HTTPError:
+                status, data = 0, b''
         self.stats.add(kind, time.perf_counter() - start, status)
         if status not in expect or kind not in DECODED:
             return status, None
@@ -296,7 +303,13 @@ class Replay:
             self.stats.late.append(late)
         task = asyncio.ensure_future(coro_fn())
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task):
+        """A flow that raised is counted, not lost with its task."""
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.stats.flows['error: %r' % task.exception()] += 1
 
     async def compute_clock(self, c, end, cold_at):
         period = model.PERIODIC * self.scale
@@ -380,16 +393,21 @@ class Replay:
     async def operator(self):
         await self.flow('operator', {})
 
-    async def run(self, duration, warmup=0.0, restarts=0):
+    async def run(self, duration, warmup=0.0, restarts=0, prime=0):
         """Drive the cloud for ``warmup + duration`` seconds; statistics
-        (and ``on_window``'s CPU snapshots) cover the last ``duration``."""
+        (and ``on_window``'s CPU snapshots) cover the last ``duration``.
+        ``prime`` instances are booted first, one by one, so that deletes
+        and moves find instances from the start."""
         a = self.args
         self.loop = asyncio.get_running_loop()
         self.tasks = set()
         limits = httpx.Limits(max_connections=a.connections,
                               max_keepalive_connections=a.connections)
+        self.slots = asyncio.Semaphore(a.connections)
         async with httpx.AsyncClient(limits=limits, timeout=a.timeout) as cl:
             self.client = cl
+            for _ in range(prime):
+                await self.boot()
             self.start = self.loop.time()
             end = self.start + warmup + duration
             cold = set(self.rnd.sample(range(len(self.computes)),
