@@ -1,0 +1,87 @@
+"""tools/bench-cloud's replay, a few seconds against a live server of
+ours, so that the tool cannot rot between the runs that give issue 50's
+figures: every request kind of the load model issued, none answered 5xx;
+and the benchmarks page's table is the model's."""
+import argparse
+import asyncio
+import os
+
+import pytest
+
+from placement.tests.cloud_load import model
+from placement.tests.cloud_load import replay
+from placement.tests.functional import api_world
+from placement.tests.functional import candidate_worlds
+from placement.tests.functional import live_server
+
+pytestmark = pytest.mark.once('a smoke run of a benchmark tool')
+
+AGG = 'c10d0000-0000-4000-8000-000000000001'
+
+
+def _world(trees=6):
+    """bench-large-world's tree, shrunk: a compute node in an aggregate,
+    two NUMA nodes, a VGPU provider under each; instances on half."""
+    w = candidate_worlds.WorldBuilder()
+    for t in range(trees):
+        cn = 'cn%d' % t
+        w.provider(cn)
+        w.inventory(cn, 'VCPU', 64, allocation_ratio=4.0)
+        w.inventory(cn, 'MEMORY_MB', 262144, reserved=4096)
+        w.inventory(cn, 'DISK_GB', 2000)
+        w.aggregate(cn, AGG)
+        for k in range(2):
+            numa = '%s-numa%d' % (cn, k)
+            w.provider(numa, parent=cn)
+            w.trait(numa, 'HW_NUMA_ROOT')
+            w.provider('%s-vgpu%d' % (cn, k), parent=numa)
+            w.inventory('%s-vgpu%d' % (cn, k), 'VGPU', 4)
+        if t % 2:
+            w.usage(cn, 'VCPU', 2)
+    return w
+
+
+def _args(**kw):
+    args = dict(time_scale=0.05, boots=2.0, deletes=0.5,
+                cold_migrations=0.5, live_migrations=0.5,
+                operator_lists=3.0, changes=0.3, connections=16,
+                timeout=30, seed=50)
+    args.update(kw)
+    return argparse.Namespace(**args)
+
+
+def test_replay_issues_every_kind_without_5xx():
+    with live_server.LiveServer(workers=2) as server:
+        api_world.load(_world(), api_world.Client(server.port), threads=4)
+        computes = asyncio.run(replay.discover(server.url, 6, 50))
+        assert len(computes) == 6
+        assert all(len(c.providers) == 5 for c in computes)
+        rep = replay.Replay(server.url, computes, _args())
+        measured = asyncio.run(rep.run(3.0, warmup=0.2, restarts=2,
+                                       prime=6))
+        log = server.log_text()
+    assert measured['elapsed'] >= 3.0
+    issued = rep.stats.issued
+    assert set(issued) == set(model.KINDS), (
+        set(model.KINDS) - set(issued), dict(rep.stats.flows))
+    bad = {k: dict(st) for k, st in issued.items()
+           if any(s >= 500 or s == 0 for s in st)}
+    assert not bad, (bad, log[-3000:])
+    flows = rep.stats.flows
+    assert flows['boot'] and flows['restart'], dict(flows)
+    assert flows['cold_migration'] + flows['live_migration'], dict(flows)
+    assert not [f for f in flows if f.startswith('error')], dict(flows)
+    # Open loop: the generator started its events on time.
+    assert replay.pct(sorted(rep.stats.late), 50) < 100
+
+
+def test_benchmarks_page_shows_the_model():
+    path = os.path.join(live_server.REPO_ROOT, 'doc', 'source',
+                        'benchmarks.rst')
+    with open(path) as f:
+        text = f.read()
+    begin, end = '.. cloud-model-begin\n\n', '\n.. cloud-model-end'
+    assert begin in text and end in text
+    table = text[text.index(begin) + len(begin):text.index(end)]
+    assert table == model.render(), (
+        'regenerate with tools/bench-cloud --print-model')
