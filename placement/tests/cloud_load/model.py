@@ -83,6 +83,22 @@ def step(kind, source, times='1', when=None, target=None):
 
 RT = 'compute/resource_tracker.py'
 RC = 'scheduler/client/report.py'
+# Steps several flows take alike: the scheduler's claim for the
+# instance, and the conductor moving the instance's allocations to the
+# migration consumer (after reading them, each flow from its own caller).
+_CLAIM = [
+        step('consumer', 'scheduler/utils.py claim_resources -> ' + RC +
+             ' claim_resources', target='instance'),
+        step('claim', RC + ' claim_resources -> _put_allocations',
+             target='instance'),
+]
+_MOVE_TO_MIGRATION = [
+        step('consumer', RC + ' move_allocations (source consumer)',
+             target='instance'),
+        step('consumer', RC + ' move_allocations (target consumer)',
+             target='migration'),
+        step('move', RC + ' move_allocations'),
+]
 # Flows: name -> (what starts it, [steps]).
 FLOWS = collections.OrderedDict([
     ('periodic', ('every %d s per compute node' % PERIODIC, [
@@ -117,10 +133,7 @@ FLOWS = collections.OrderedDict([
              ' get_usages_counts_for_quota (nova-api)'),
         step('candidates', 'scheduler/manager.py select_destinations -> ' +
              RC + ' get_allocation_candidates'),
-        step('consumer', 'scheduler/utils.py claim_resources -> ' + RC +
-             ' claim_resources', target='instance'),
-        step('claim', RC + ' claim_resources -> _put_allocations',
-             target='instance'),
+        *_CLAIM,
         step('usages_project', 'conductor/manager.py _recheck_quota -> ' +
              RC + ' get_usages_counts_for_quota'),
         step('usages_user', 'conductor/manager.py _recheck_quota -> ' + RC +
@@ -141,17 +154,10 @@ FLOWS = collections.OrderedDict([
         step('consumer', 'conductor/tasks/migrate.py '
              'replace_allocation_with_migration -> ' + RC +
              ' get_allocs_for_consumer', target='instance'),
-        step('consumer', RC + ' move_allocations (source consumer)',
-             target='instance'),
-        step('consumer', RC + ' move_allocations (target consumer)',
-             target='migration'),
-        step('move', RC + ' move_allocations'),
+        *_MOVE_TO_MIGRATION,
         step('candidates', 'scheduler/manager.py select_destinations -> ' +
              RC + ' get_allocation_candidates'),
-        step('consumer', 'scheduler/utils.py claim_resources -> ' + RC +
-             ' claim_resources', target='instance'),
-        step('claim', RC + ' claim_resources -> _put_allocations',
-             target='instance'),
+        *_CLAIM,
         step('@rt_update', RT + ' resize_claim -> _move_claim -> _update',
              target='dest'),
         step('consumer', 'compute/manager.py _confirm_resize -> '
@@ -166,18 +172,11 @@ FLOWS = collections.OrderedDict([
         step('consumer', 'conductor/tasks/live_migrate.py _execute -> '
              'migrate.py replace_allocation_with_migration -> ' + RC +
              ' get_allocs_for_consumer', target='instance'),
-        step('consumer', RC + ' move_allocations (source consumer)',
-             target='instance'),
-        step('consumer', RC + ' move_allocations (target consumer)',
-             target='migration'),
-        step('move', RC + ' move_allocations'),
+        *_MOVE_TO_MIGRATION,
         step('candidates', 'conductor/tasks/live_migrate.py '
              '_find_destination -> select_destinations -> ' + RC +
              ' get_allocation_candidates'),
-        step('consumer', 'scheduler/utils.py claim_resources -> ' + RC +
-             ' claim_resources', target='instance'),
-        step('claim', RC + ' claim_resources -> _put_allocations',
-             target='instance'),
+        *_CLAIM,
         step('consumer', 'compute/manager.py _post_live_migration -> '
              '_delete_allocation_after_move -> ' + RC +
              ' delete_allocation_for_instance', target='migration'),
