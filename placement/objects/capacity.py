@@ -48,12 +48,14 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects import aggregate_rules
 from placement.objects import capacity_rules
 from placement.objects.candidates import combine
 from placement.objects.candidates import model
 from placement.objects.candidates import sql_request
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
+from placement.objects import trait_rules
 
 _RP = models.RP
 _INV = models.INV
@@ -155,11 +157,6 @@ class _World:
         return rp_id if root is None else root
 
 
-def _in_aggs(any_ofs, forbidden, aggs):
-    return (all(any_of & aggs for any_of in any_ofs)
-            and not forbidden & aggs)
-
-
 class _Counter:
     """Count one tree's copies of the request."""
 
@@ -182,14 +179,14 @@ class _Counter:
         if g.required or g.forbidden or self.wide.root_required or \
                 self.wide.root_forbidden:
             traits = w.traits.get(rp, set())
-            if (not all(any_of & traits for any_of in g.required)
-                    or traits & g.forbidden
-                    or not self.wide.root_required <= traits
-                    or self.wide.root_forbidden & traits):
+            if (not trait_rules.traits_allow(traits, g.required, g.forbidden)
+                    or trait_rules.root_required(
+                        traits, self.wide.root_required,
+                        self.wide.root_forbidden) is not None):
                 return 0
         if g.member_of or g.forbidden_aggs:
-            if not _in_aggs(g.member_of, g.forbidden_aggs,
-                            w.aggs.get(rp, set())):
+            if not aggregate_rules.aggregates_allow(
+                    w.aggs.get(rp, set()), g.member_of, g.forbidden_aggs):
                 return 0
         if g.suffix in self.in_tree_roots and (
                 self.in_tree_roots[g.suffix] != rp):
@@ -212,15 +209,17 @@ class _Counter:
                 self.in_tree_roots[g.suffix] != root):
             return False
         traits = w.traits.get(rp, set())
-        if traits & g.forbidden:
+        if trait_rules.forbidden_traits(traits, g.forbidden) is not None:
             return False
         if g.numbered:
-            if not all(any_of & traits for any_of in g.required):
+            if trait_rules.required_traits(traits, g.required) is not None:
                 return False
             aggs = w.aggs.get(rp, set())
         else:
+            # The unnumbered group: a root's aggregates span its tree.
             aggs = w.aggs.get(rp, set()) | w.aggs.get(root, set())
-        if not _in_aggs(g.member_of, g.forbidden_aggs, aggs):
+        if not aggregate_rules.aggregates_allow(aggs, g.member_of,
+                                                g.forbidden_aggs):
             return False
         return all((rp, rc) in w.inv and w.inv[(rp, rc)].serves(amount)
                    for rc, amount in g.resources.items()) if g.numbered \
@@ -233,9 +232,9 @@ class _Counter:
         if len(members) == 1:
             return self._one_provider(root)
         w = self.w
-        rtraits = w.traits.get(root, set())
-        if (not self.wide.root_required <= rtraits
-                or self.wide.root_forbidden & rtraits):
+        if trait_rules.root_required(
+                w.traits.get(root, set()), self.wide.root_required,
+                self.wide.root_forbidden) is not None:
             return 0
         plain = self.plain
         ok = [rp for rp in members if self._eligible(plain, rp, root)]
@@ -249,10 +248,10 @@ class _Counter:
                                   for rps in per_class.values()):
             return None
         if plain.required:
-            traits = set().union(*(w.traits.get(rp, set())
-                                   for rps in per_class.values()
-                                   for rp in rps))
-            if not all(any_of & traits for any_of in plain.required):
+            held = [w.traits.get(rp, set())
+                    for rps in per_class.values() for rp in rps]
+            if trait_rules.required_traits_among(
+                    held, plain.required) is not None:
                 return 0
         return min(sum(w.inv[(rp, rc)].room(amount) for rp in per_class[rc])
                    for rc, amount in plain.resources.items())

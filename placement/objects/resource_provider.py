@@ -6,9 +6,11 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import models
 from placement import exception
+from placement.objects import aggregate_rules
 from placement.objects import capacity_rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
+from placement.objects import trait_rules
 
 _RP = models.RP
 _PARENT = _RP.alias('parent')
@@ -94,53 +96,7 @@ def set_traits(ctx, rp_id, generation, trait_ids):
     return increment_generation(ctx, rp_id, generation)
 
 
-# --- composable filters (also for allocation candidates) -----------------
-
-def providers_in_aggregates(agg_uuids):
-    """SELECT of provider ids directly associated with any of agg_uuids."""
-    return (sa.select(models.RPA.c.resource_provider_id)
-            .select_from(models.RPA.join(
-                models.AGG, models.RPA.c.aggregate_id == models.AGG.c.id))
-            .where(models.AGG.c.uuid.in_(sorted(agg_uuids))))
-
-
-def aggregate_clauses(rp, member_of, forbidden, span_tree=False):
-    """WHERE clauses on provider table ``rp`` for member_of filters.
-
-    ``member_of``: list of sets (AND of ORs); ``forbidden``: set. With
-    ``span_tree`` a provider also counts as a member of its root's
-    aggregates (the allocation-candidates rule); GET /resource_providers
-    uses direct membership only, as upstream.
-    """
-    clauses = []
-    for any_of in member_of:
-        members = providers_in_aggregates(any_of)
-        clause = rp.c.id.in_(members)
-        if span_tree:
-            clause = sa.or_(clause, rp.c.root_provider_id.in_(members))
-        clauses.append(clause)
-    if forbidden:
-        members = providers_in_aggregates(forbidden)
-        clauses.append(~rp.c.id.in_(members))
-        if span_tree:
-            clauses.append(~rp.c.root_provider_id.in_(members))
-    return clauses
-
-
-def trait_clauses(rp, required_ids, forbidden_ids):
-    """WHERE clauses on ``rp``: each set in required_ids (list of sets of
-    trait ids) needs at least one of its traits; none of forbidden_ids."""
-    clauses = []
-    for any_of in required_ids:
-        clauses.append(rp.c.id.in_(
-            sa.select(models.RPT.c.resource_provider_id)
-            .where(models.RPT.c.trait_id.in_(sorted(any_of)))))
-    if forbidden_ids:
-        clauses.append(~rp.c.id.in_(
-            sa.select(models.RPT.c.resource_provider_id)
-            .where(models.RPT.c.trait_id.in_(sorted(forbidden_ids)))))
-    return clauses
-
+# --- filters of GET /resource_providers ----------------------------------
 
 def providers_with_capacity(rc_id, amount):
     """SELECT of provider ids whose inventory of rc_id can take ``amount``
@@ -185,12 +141,19 @@ def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
     if required_traits or forbidden_traits:
         ids = trait_obj.ids_for_names(ctx, sorted(
             set().union(*required_traits) | set(forbidden_traits)))
-        query = query.where(*trait_clauses(
-            _RP, [{ids[n] for n in any_of} for any_of in required_traits],
-            {ids[n] for n in forbidden_traits}))
-    if member_of or forbidden_aggs:
-        query = query.where(*aggregate_clauses(
-            _RP, member_of, set(forbidden_aggs)))
+        query = query.where(*trait_rules.required_traits_sql(
+            _RP.c.id, [{ids[n] for n in any_of} for any_of in required_traits]))
+        if forbidden_traits:
+            query = query.where(trait_rules.forbidden_traits_sql(
+                _RP.c.id, {ids[n] for n in forbidden_traits}))
+    # A provider's own aggregates only (allocation candidates' unnumbered
+    # group also counts its root's), as upstream.
+    if member_of:
+        query = query.where(aggregate_rules.member_of_sql(
+            _RP.c.id, member_of, by_uuid=True))
+    if forbidden_aggs:
+        query = query.where(aggregate_rules.forbidden_aggregates_sql(
+            _RP.c.id, set(forbidden_aggs), by_uuid=True))
     if resources:
         rc_ids = rc_obj.ids_for_names(ctx, sorted(resources))
         for rc_name, amount in resources.items():

@@ -250,12 +250,10 @@ class Checks:
     def _unnumbered_traits_ok(self, group, chosen):
         if not (group.forbidden or group.required):
             return True
-        forbidden = group.forbidden
         providers = self.providers
-        have = set()
-        for rp in set(chosen):
-            traits = providers[rp].traits
-            if forbidden and not forbidden.isdisjoint(traits):
-                return False
-            have |= traits
-        return all(not any_of.isdisjoint(have) for any_of in group.required)
+        held = [providers[rp].traits for rp in set(chosen)]
+        if group.forbidden and any(
+                rules.forbidden_traits(traits, group.forbidden)
+                for traits in held):
+            return False
+        return rules.required_traits_among(held, group.required) is None

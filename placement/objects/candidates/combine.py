@@ -42,6 +42,7 @@ from placement.objects.candidates import combination
 from placement.objects.candidates import model
 from placement.objects.candidates import rules
 
+_forbidden_traits = rules.forbidden_traits
 
 class _Search(combination.Checks):
     """The depth-first search over one anchor (or one after another: a
@@ -165,7 +166,7 @@ class _Search(combination.Checks):
                        else (forced[idx][pos],))
             for rp in choices:
                 prov = providers[rp]
-                if forbidden and not forbidden.isdisjoint(prov.traits):
+                if forbidden and _forbidden_traits(prov.traits, forbidden):
                     continue
                 inv = prov.inventory.get(rc)
                 before = held.get(rp)
@@ -281,7 +282,8 @@ class _Search(combination.Checks):
         else:
             choices = per_rc.get(rc, ())
         for rp in choices:
-            if forbidden and not forbidden.isdisjoint(providers[rp].traits):
+            if forbidden and _forbidden_traits(providers[rp].traits,
+                                               forbidden):
                 continue
             before = held.get(rp)
             if before is None:

@@ -287,7 +287,7 @@ class Judge:
                         % (view.label(root.id), what))
             return (key, 'not in %s' % what)
         text = 'in forbidden aggregate %s' % ', '.join(view.aggs(miss))
-        if miss.isdisjoint(rec.aggs):
+        if rules.forbidden_aggregates(rec.aggs, miss) is None:
             text += ' (via its root %s)' % view.label(root.id)
         return (key, text)
 

@@ -8,13 +8,17 @@ lacks, the forbidden traits it holds, ...). ``group_verdict`` strings the
 per-provider rules of a request group together and names the one that
 refused in a ``Verdict``.
 
-Callers: the world search (search.py) filters with them; explain
-(explain.py) builds its reasons from the same verdicts, so an
-explanation cannot disagree with the answer about a rule. The SQL engine
-(sql.py) states the same rules as WHERE terms, function for function
-(``_required_traits`` there is ``required_traits`` here);
-tests/functional/test_candidates_world.py runs both engines on the same
-random worlds and compares every answer.
+The rules on traits, aggregates and an inventory's capacity and units
+are defined once, each with its SQL form beside it, in
+placement/objects/trait_rules.py, aggregate_rules.py and
+capacity_rules.py; this module strings them into the rules of a request
+group and a tree. Callers: the world search (search.py) filters with
+them; explain (explain.py) builds its reasons from the same verdicts, so
+an explanation cannot disagree with the answer about a rule; the SQL
+engine (sql_request.py) states them with their SQL forms;
+tests/functional/test_candidates_world.py and test_rulebook_agreement.py
+run the engines, explain and the capacity report on the same random
+worlds and compare.
 
 What the rules see:
 
@@ -32,7 +36,9 @@ What the rules see:
 import collections
 import typing
 
+from placement.objects import aggregate_rules
 from placement.objects import capacity_rules
+from placement.objects import trait_rules
 
 
 class Inventory(typing.NamedTuple):
@@ -149,61 +155,18 @@ def amount_level(inventories, rc, amount):
     return SERVES
 
 
-# -- traits: required=A,!B,in:C,D -----------------------------------------
+# -- traits and aggregates: required=, root_required=, member_of= ----------
+# Defined once, with their SQL forms, in trait_rules and aggregate_rules
+# (GET /resource_providers and the capacity report use them too); named
+# here as well for the rules below and the search.
 
-def required_traits(traits, required):
-    """``required`` ([set of trait ids]: each a trait, or an any-of set
-    from ``required=in:A,B``) all met by ``traits``; the first set
-    missed."""
-    for any_of in required:
-        if any_of.isdisjoint(traits):
-            return any_of
-    return None
-
-
-def forbidden_traits(traits, forbidden):
-    """No trait of ``forbidden`` (``required=!A``) in ``traits``; the ones
-    held."""
-    if forbidden and not forbidden.isdisjoint(traits):
-        return forbidden & traits
-    return None
-
-
-def root_required(root_traits, required, forbidden):
-    """``root_required=A,!B`` on the tree's root: every trait of
-    ``required`` and none of ``forbidden``; ('required', missing) or
-    ('forbidden', held)."""
-    if required and not required <= root_traits:
-        return ('required', required - root_traits)
-    if forbidden and not forbidden.isdisjoint(root_traits):
-        return ('forbidden', forbidden & root_traits)
-    return None
-
-
-# -- aggregates: member_of=A / member_of=in:A,B / member_of=!A ------------
-
-def member_of(aggs, member_of_):
-    """``member_of_`` ([set of aggregate ids], one set per member_of
-    parameter, an any-of set for ``in:``) all met by ``aggs``; the first
-    set missed."""
-    for any_of in member_of_:
-        if any_of.isdisjoint(aggs):
-            return any_of
-    return None
-
-
-def forbidden_aggregates(aggs, forbidden):
-    """``member_of=!A`` / ``!in:A,B``: none of ``forbidden`` in ``aggs``;
-    the ones held."""
-    if forbidden and not forbidden.isdisjoint(aggs):
-        return forbidden & aggs
-    return None
-
-
-def shares_via_aggregate(sharing_aggs, tree_aggs):
-    """A sharing provider (trait MISC_SHARES_VIA_AGGREGATE) serves a tree
-    that has a provider in one of its aggregates."""
-    return not sharing_aggs.isdisjoint(tree_aggs)
+required_traits = trait_rules.required_traits
+forbidden_traits = trait_rules.forbidden_traits
+required_traits_among = trait_rules.required_traits_among
+root_required = trait_rules.root_required
+member_of = aggregate_rules.member_of
+forbidden_aggregates = aggregate_rules.forbidden_aggregates
+shares_via_aggregate = aggregate_rules.shares_via_aggregate
 
 
 # -- trees: in_tree=UUID, same_subtree=1,2 --------------------------------
@@ -272,12 +235,9 @@ def group_verdict(g, rec, root, pool=None):
         if miss is not None:
             return Verdict('required_traits', miss)
     elif g.required and pool is not None:
-        for any_of in g.required:
-            for traits_ in pool:
-                if not any_of.isdisjoint(traits_):
-                    break
-            else:
-                return Verdict('required_traits', any_of)
+        miss = trait_rules.required_traits_among(pool, g.required)
+        if miss is not None:
+            return Verdict('required_traits', miss)
     if g.forbidden:
         miss = forbidden_traits(traits, g.forbidden)
         if miss is not None:

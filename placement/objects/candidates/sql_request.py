@@ -1,7 +1,7 @@
 """What each request group may use, read from the database, for the
 walk of sql.py: names resolved (names.py), per anchor root the rows of
-the providers that pass the group's rules (stated as SQL terms,
-sql_terms.py) and can serve its amounts alone, the sharing providers and
+the providers that pass the group's rules (their SQL forms:
+trait_rules.py, aggregate_rules.py, capacity_rules.py) and can serve its amounts alone, the sharing providers and
 the roots they anchor to, windows of roots, and the whole trees behind
 the anchors (``providers``).
 """
@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql
 from placement.db import models
 from placement import exception
 from placement.objects import aggregate as agg_obj
+from placement.objects import aggregate_rules
 from placement.objects.candidates import model
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
@@ -23,9 +24,10 @@ from placement.objects.candidates import sql_terms
 from placement.objects import capacity_rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
+from placement.objects import trait_rules
 
 _RP, _INV, _ALLOC = models.RP, models.INV, models.ALLOC
-_RPT, _RPA = models.RPT, models.RPA
+_RPT = models.RPT
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 # Under a limit, the groups' rows are first gathered for this many roots
@@ -163,17 +165,15 @@ class Request:
 
     def any_in_all(self, member_of):
         return self.conn.execute(
-            sa.select(_RP.c.id).where(sql_terms.member_of(_RP.c.id, member_of))
+            sa.select(_RP.c.id).where(aggregate_rules.member_of_sql(_RP.c.id, member_of))
             .limit(1)).first() is not None
 
     # -- filters -------------------------------------------------------------
 
     def _root_ok(self, root_col):
         """rules.root_required."""
-        conds = [sql_terms.has_trait(root_col, {t}) for t in self.root_required]
-        if self.root_forbidden:
-            conds.append(sql_terms.forbidden_traits(root_col, self.root_forbidden))
-        return conds
+        return trait_rules.root_required_sql(root_col, self.root_required,
+                                             self.root_forbidden)
 
     def _provider_filters(self, g, rp_col, root_col, window=None):
         """WHERE terms a provider must meet to serve group ``g``:
@@ -181,35 +181,31 @@ class Request:
         providers are in (see windows), which their trees' are read in."""
         conds = []
         if g.numbered:
-            conds.extend(sql_terms.required_traits(rp_col, g.required))
+            conds.extend(trait_rules.required_traits_sql(rp_col, g.required))
             if g.member_of:
-                conds.append(sql_terms.member_of(rp_col, g.member_of))
+                conds.append(aggregate_rules.member_of_sql(rp_col, g.member_of))
             if g.forbidden_aggs:
-                conds.append(sql_terms.forbidden_aggregates(rp_col, g.forbidden_aggs))
+                conds.append(aggregate_rules.forbidden_aggregates_sql(
+                    rp_col, g.forbidden_aggs))
         else:
             if g.member_of:
-                conds.append(sa.or_(sql_terms.member_of(rp_col, g.member_of),
-                                    sql_terms.member_of(root_col, g.member_of)))
+                conds.append(sa.or_(
+                    aggregate_rules.member_of_sql(rp_col, g.member_of),
+                    aggregate_rules.member_of_sql(root_col, g.member_of)))
             if g.forbidden_aggs:
-                conds.append(sql_terms.forbidden_aggregates(rp_col, g.forbidden_aggs))
-                conds.append(sql_terms.forbidden_aggregates(root_col,
-                                                   g.forbidden_aggs))
+                for col in (rp_col, root_col):
+                    conds.append(aggregate_rules.forbidden_aggregates_sql(
+                        col, g.forbidden_aggs))
             if g.required and not self.sharing:
                 # Without sharing providers the traits must come from the
                 # tree itself: drop trees lacking one of the any-of sets.
-                tree = _RP.alias('tree_member')
-                tree_rpt = _RPT.alias('tree_rpt')
-                in_window = _window_terms(tree.c.root_provider_id, window)
+                def in_window(tree):
+                    return _window_terms(tree.c.root_provider_id, window)
                 for any_of in g.required:
-                    conds.append(root_col.in_(
-                        sa.select(tree.c.root_provider_id).select_from(
-                            tree.join(tree_rpt,
-                                      tree_rpt.c.resource_provider_id ==
-                                      tree.c.id))
-                        .where(tree_rpt.c.trait_id.in_(sorted(any_of)),
-                               *in_window)))
+                    conds.append(trait_rules.tree_has_trait_sql(
+                        root_col, any_of, in_window))
         if g.forbidden:
-            conds.append(sql_terms.forbidden_traits(rp_col, g.forbidden))
+            conds.append(trait_rules.forbidden_traits_sql(rp_col, g.forbidden))
         return conds
 
     # -- rows per group -----------------------------------------------------
@@ -263,23 +259,16 @@ class Request:
             extra.append(_RP.c.root_provider_id == g.tree_root)
         if not g.numbered and g.member_of:
             # The sharing provider itself must be in the aggregates.
-            extra.append(sql_terms.member_of(_RP.c.id, g.member_of))
+            extra.append(aggregate_rules.member_of_sql(_RP.c.id, g.member_of))
         return self._rows(g, extra)
 
     def _anchors_of(self, sharing_ids):
         """{sharing provider id: {root ids sharing an aggregate with it}}."""
         if not sharing_ids:
             return {}
-        mine = _RPA.alias('mine')
-        other = _RPA.alias('other')
-        sel = sa.select(mine.c.resource_provider_id, _RP.c.root_provider_id)\
-            .select_from(
-                mine.join(other, other.c.aggregate_id == mine.c.aggregate_id)
-                .join(_RP, _RP.c.id == other.c.resource_provider_id))\
-            .where(mine.c.resource_provider_id.in_(sorted(sharing_ids)))\
-            .distinct()
         out = collections.defaultdict(set)
-        for sp, root in self.conn.execute(sel).all():
+        for sp, root in self.conn.execute(
+                aggregate_rules.shares_via_aggregate_sql(sharing_ids)).all():
             out[sp].add(root)
         return out
 
@@ -350,7 +339,8 @@ class Request:
             if srows and g.forbidden_aggs and not g.numbered:
                 bad_roots = self._roots_matching(
                     set().union(*anchors_of.values()),
-                    lambda col: [sql_terms.in_aggregates(col, g.forbidden_aggs)])
+                    lambda col: [aggregate_rules.in_aggregates_sql(
+                        col, g.forbidden_aggs)])
             out.append(g.combine_group(rules.add_sharing(
                 g, _by_anchor(g, rows), srows, anchors_of, bad_roots)))
         return out

@@ -1,7 +1,7 @@
-"""The rules of rules.py as SQL terms, each named after the rule it
-states (``required_traits`` here is ``rules.required_traits`` in SQL), for
-the SQL engine's queries (sql_request.py); the amounts rule is
-capacity_rules' SQL form.
+"""The SQL engine's terms for usage and amounts (sql_request.py): the
+amounts rule is capacity_rules' SQL form, read over usage summed as each
+database plans best. The trait and aggregate rules' SQL forms are beside
+their Python forms, in trait_rules.py and aggregate_rules.py.
 """
 import sqlalchemy as sa
 
@@ -9,7 +9,6 @@ from placement.db import models
 from placement.objects import capacity_rules
 
 _INV, _ALLOC = models.INV, models.ALLOC
-_RPT, _RPA = models.RPT, models.RPA
 
 
 def used(rp_col, rc_col):
@@ -58,39 +57,3 @@ def serves(used, amount, sqlite):
     if sqlite:
         return terms
     return sa.case((terms, sa.true()), else_=sa.false())
-
-
-def _linked(link_rp, link_col, rp_col, ids):
-    """``rp_col`` is linked to one of ``ids`` through a (provider, thing)
-    table: a trait or an aggregate."""
-    return rp_col.in_(sa.select(link_rp).where(link_col.in_(sorted(ids))))
-
-
-def has_trait(rp_col, trait_ids):
-    return _linked(_RPT.c.resource_provider_id, _RPT.c.trait_id, rp_col,
-                   trait_ids)
-
-
-def in_aggregates(rp_col, agg_ids):
-    return _linked(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, rp_col,
-                   agg_ids)
-
-
-def required_traits(rp_col, required):
-    """rules.required_traits: in one of each any-of set."""
-    return [has_trait(rp_col, any_of) for any_of in required]
-
-
-def forbidden_traits(rp_col, forbidden):
-    """rules.forbidden_traits."""
-    return ~has_trait(rp_col, forbidden)
-
-
-def member_of(rp_col, member_of):
-    """rules.member_of: in one aggregate of each any-of set."""
-    return sa.and_(*[in_aggregates(rp_col, ids) for ids in member_of])
-
-
-def forbidden_aggregates(rp_col, forbidden_aggs):
-    """rules.forbidden_aggregates."""
-    return ~in_aggregates(rp_col, forbidden_aggs)
