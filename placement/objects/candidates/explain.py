@@ -145,8 +145,8 @@ def _explain(engine, view, groups, wide, names, sample):
         removed = collections.Counter(v[0] for v in per.values() if v)
         steps = []
         left = len(ids)
-        for key, label in reasons.STEPS:
-            if key not in removed and not _step_applies(g, key, wide):
+        for key, label, applies in rules.FILTERS:
+            if key not in removed and not applies(g.rg, wide):
                 continue
             steps.append({'step': key, 'label': label, 'in': left,
                           'removed': removed[key],
@@ -259,24 +259,6 @@ def _order_key(key):
     if key in reasons.STEP_INDEX:
         return reasons.STEP_INDEX[key]
     return len(reasons.STEPS) + [k for k, _ in COMBINATION].index(key)
-
-
-def _step_applies(g, key, wide):
-    """Whether step ``key`` filters anything in group ``g`` (steps that
-    do not are left out of its table)."""
-    rg = g.rg
-    return {
-        'resourceless': not rg.resources,
-        'resources': bool(rg.resources),
-        'capacity': bool(rg.resources),
-        'units': bool(rg.resources),
-        'required': bool(rg.required),
-        'forbidden': bool(rg.forbidden),
-        'member_of': bool(rg.member_of),
-        'forbidden_aggs': bool(rg.forbidden_aggs),
-        'in_tree': bool(rg.in_tree and rg.resources),
-        'root_required': bool(wide.root_required or wide.root_forbidden),
-    }[key]
 
 
 def _comb_applies(key, wide, engine, has_trees):

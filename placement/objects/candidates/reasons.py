@@ -2,7 +2,7 @@
 
 Explain (explain.py) judges every provider of the world against each
 request group with ``Judge``: the rules the search applies
-(rules.py), in a fixed order of steps (``STEPS``), each refusal worded
+(rules.py), in the order of its filters (``rules.FILTERS``), each refusal worded
 with its numbers (``384 left of 8192 (reserved 512, ratio 1.0, used
 7296)``). ``View`` is the world as explain reads it, with the names of
 its ids.
@@ -21,25 +21,9 @@ from placement.objects import trait as trait_obj
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 
-# Per-group steps, in the order they are judged.
-STEPS = [
-    ('resourceless', 'positive filter (resourceless group)'),
-    ('resources', 'class present'),
-    ('capacity', 'capacity left'),
-    ('units', 'min/max unit, step size'),
-    ('required', 'required traits'),
-    ('forbidden', 'forbidden traits'),
-    ('member_of', 'member_of aggregates'),
-    ('forbidden_aggs', 'forbidden aggregates'),
-    ('in_tree', 'in_tree'),
-    ('root_required', 'root_required'),
-]
+# Per-group steps: the filters, in the order they are judged.
+STEPS = [(f.key, f.label) for f in rules.FILTERS]
 STEP_INDEX = {key: i for i, (key, _) in enumerate(STEPS)}
-# The step of each rule of rules.group_verdict.
-_STEP_OF_RULE = {'required_traits': 'required',
-                 'forbidden_traits': 'forbidden',
-                 'member_of': 'member_of',
-                 'forbidden_aggregates': 'forbidden_aggs'}
 # The amount steps, by the rules.amount_level they need.
 _AMOUNT_STEPS = ((rules.NO_ROOM, 'resources'),
                  (rules.OUTSIDE_UNITS, 'capacity'),
@@ -261,7 +245,7 @@ class Judge:
         verdict = rules.group_verdict(g, rec, root, pool)
         if verdict is None:
             return None
-        key = _STEP_OF_RULE[verdict.rule]
+        key = verdict.rule
         miss = verdict.detail
         if key == 'required':
             # The names as asked (an unknown one has no id).

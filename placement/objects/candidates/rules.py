@@ -97,10 +97,46 @@ def fits_alone(inventory, resources):
 
 
 class Verdict(typing.NamedTuple):
-    """A rule that refused a provider (its function's name) and what the
+    """The filter that refused a provider (its FILTERS key) and what the
     provider misses for it (see each rule)."""
     rule: str
     detail: object
+
+
+class Filter(typing.NamedTuple):
+    """One filter of a request group: ``key``, its name in the query's
+    words (a Verdict's rule, explain's step), explain's ``label``, and
+    ``applies(rg, wide)``: whether the query asks it of the group
+    (request.RequestGroup, request.RequestWide)."""
+    key: str
+    label: str
+    applies: typing.Callable
+
+
+def _asks_amounts(rg, wide):
+    return bool(rg.resources)
+
+
+# The filters of a request group, in the order they are judged and
+# explained: a provider is refused by the first it fails.
+FILTERS = (
+    Filter('resourceless', 'positive filter (resourceless group)',
+           lambda rg, wide: not rg.resources),
+    Filter('resources', 'class present', _asks_amounts),
+    Filter('capacity', 'capacity left', _asks_amounts),
+    Filter('units', 'min/max unit, step size', _asks_amounts),
+    Filter('required', 'required traits', lambda rg, wide: bool(rg.required)),
+    Filter('forbidden', 'forbidden traits',
+           lambda rg, wide: bool(rg.forbidden)),
+    Filter('member_of', 'member_of aggregates',
+           lambda rg, wide: bool(rg.member_of)),
+    Filter('forbidden_aggs', 'forbidden aggregates',
+           lambda rg, wide: bool(rg.forbidden_aggs)),
+    Filter('in_tree', 'in_tree',
+           lambda rg, wide: bool(rg.in_tree and rg.resources)),
+    Filter('root_required', 'root_required',
+           lambda rg, wide: bool(wide.root_required or wide.root_forbidden)),
+)
 
 
 # -- amounts: resources=CLASS:AMOUNT against one inventory ----------------
@@ -220,8 +256,7 @@ def group_verdict(g, rec, root, pool=None):
     """None when provider ``rec`` (world.Rec: its ``traits`` and
     ``aggs``) passes request group ``g``'s (names.ResolvedGroup) trait
     and aggregate rules, else the Verdict of the first that refuses it,
-    in the order of the query's keys: required, forbidden, member_of,
-    !member_of.
+    in FILTERS' order: required, forbidden, member_of, forbidden_aggs.
 
     ``root`` is the record of its root (the unnumbered group reads its
     aggregates). The unnumbered group's required traits are judged on
@@ -233,15 +268,15 @@ def group_verdict(g, rec, root, pool=None):
     if g.numbered:
         miss = required_traits(traits, g.required)
         if miss is not None:
-            return Verdict('required_traits', miss)
+            return Verdict('required', miss)
     elif g.required and pool is not None:
         miss = trait_rules.required_traits_among(pool, g.required)
         if miss is not None:
-            return Verdict('required_traits', miss)
+            return Verdict('required', miss)
     if g.forbidden:
         miss = forbidden_traits(traits, g.forbidden)
         if miss is not None:
-            return Verdict('forbidden_traits', miss)
+            return Verdict('forbidden', miss)
     aggs = rec.aggs
     if g.member_of:
         miss = member_of(aggs, g.member_of)
@@ -254,7 +289,7 @@ def group_verdict(g, rec, root, pool=None):
         if miss is None and not g.numbered:
             miss = forbidden_aggregates(root.aggs, g.forbidden_aggs)
         if miss is not None:
-            return Verdict('forbidden_aggregates', miss)
+            return Verdict('forbidden_aggs', miss)
     return None
 
 
