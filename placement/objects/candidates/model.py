@@ -245,11 +245,8 @@ class Candidate:
     __slots__ = ('groups', 'picks', 'sole', '_alloc', '_maps')
 
     def __init__(self, groups, picks):
-        self.groups = groups
-        self.picks = picks
-        self.sole = None
-        self._alloc = None
-        self._maps = None
+        self.groups, self.picks = groups, picks
+        self.sole = self._alloc = self._maps = None
 
     @classmethod
     def wholes(cls, group, rps):
@@ -263,11 +260,8 @@ class Candidate:
         out = []
         for rp in rps:
             cand = new(cls)
-            cand.groups = groups
-            cand.picks = ((rp,) * width,)
-            cand.sole = rp
-            cand._alloc = None
-            cand._maps = None
+            cand.groups, cand.picks, cand.sole = groups, ((rp,) * width,), rp
+            cand._alloc = cand._maps = None
             out.append(cand)
         return out
 
@@ -347,27 +341,12 @@ class Candidate:
 _PICKS = operator.attrgetter('picks')
 
 
-def picked_providers(cands):
+def picked_providers(cands, allocating=False):
     """Ids of every provider the candidates pick (allocating from it or
-    only mapping a resourceless group to it)."""
-    sole = [cand.sole for cand in cands]
-    if None not in sole:
-        return set(sole)
-    picks = list(map(_PICKS, cands))
-    used = set()
-    for pos, group in enumerate(cands[0].groups):
-        column = map(operator.itemgetter(pos), picks)
-        if group.same_provider:
-            used.update(column)
-        else:
-            used.update(itertools.chain.from_iterable(column))
-    return used
-
-
-def allocated_providers(cands):
-    """Ids of the providers the candidates allocate from: a union per
-    group position, at C speed. The candidates of one answer have group
-    lists alike position by position (see Candidate)."""
+    only mapping a resourceless group to it; with ``allocating``, those
+    they allocate from): a union per group position, at C speed. The
+    candidates of one answer have group lists alike position by position
+    (see Candidate)."""
     sole = [cand.sole for cand in cands]
     if None not in sole:
         return set(sole)
@@ -377,6 +356,11 @@ def allocated_providers(cands):
         column = map(operator.itemgetter(pos), picks)
         if not group.same_provider:
             used.update(itertools.chain.from_iterable(column))
-        elif group.resources:
+        elif group.resources or not allocating:
             used.update(column)
     return used
+
+
+def allocated_providers(cands):
+    """Ids of the providers the candidates allocate from."""
+    return picked_providers(cands, allocating=True)
