@@ -33,9 +33,8 @@ def get_aggregates(req):
     context = req.environ['placement.context']
     context.can(POLICY % 'list')
     uuid = util.wsgi_path_item(req.environ, 'uuid')
-    rp = rp_obj.get_by_uuid(context, uuid)
-    return _send(req, agg_obj.get_for_provider(context, rp.id),
-                 rp.generation)
+    generation, agg_uuids = agg_obj.get_for_provider(context, uuid)
+    return _send(req, agg_uuids, generation)
 
 
 @util.wsgify

@@ -16,7 +16,6 @@ from placement import errors
 from placement import exception
 from placement.objects import allocation as alloc_obj
 from placement.objects import consumer as consumer_obj
-from placement.objects import resource_provider as rp_obj
 from placement.policies import allocation as policies
 from placement.schemas import allocation as schema
 from placement import util
@@ -81,13 +80,12 @@ def list_for_resource_provider(req):
     rp_uuid = util.wsgi_path_item(req.environ, 'uuid')
     want = util.want_version(req)
     try:
-        rp = rp_obj.get_by_uuid(context, rp_uuid)
+        generation, rows = alloc_obj.get_by_provider(context, rp_uuid)
     except exception.NotFound as exc:
         raise util.http_error(
             webob.exc.HTTPNotFound,
             "Resource provider '%(rp_uuid)s' not found: %(error)s" %
             {'rp_uuid': rp_uuid, 'error': exc.format_message()})
-    rows = alloc_obj.get_by_provider(context, rp.id)
 
     allocations = collections.OrderedDict()
     for row in rows:
@@ -96,7 +94,7 @@ def list_for_resource_provider(req):
         if want.matches((1, 28)):
             entry['consumer_generation'] = row.consumer_generation
     body = {'allocations': allocations,
-            'resource_provider_generation': rp.generation}
+            'resource_provider_generation': generation}
     return util.json_response(req, body,
                               last_modified=_last_modified(req, rows))
 

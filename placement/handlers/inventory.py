@@ -60,14 +60,19 @@ def _send_all(req, records, generation):
     return util.json_response(req, body, last_modified=last_modified)
 
 
-def _provider_or_404(context, uuid):
+def _provider_or_404(context, uuid, read=rp_obj.get_by_uuid):
     try:
-        return rp_obj.get_by_uuid(context, uuid)
+        return read(context, uuid)
     except exception.ResourceProviderNotFound as exc:
         raise util.http_error(
             webob.exc.HTTPNotFound,
             'No resource provider with uuid %s found : %s'
             % (uuid, exc.format_message()))
+
+
+def _inventories_or_404(context, uuid):
+    """(generation, inventory records) of provider ``uuid``."""
+    return _provider_or_404(context, uuid, read=inv_obj.get_for_provider)
 
 
 def _generation_conflict():
@@ -88,8 +93,8 @@ def get_inventories(req):
     context = req.environ['placement.context']
     context.can(POLICY % 'list')
     uuid = util.wsgi_path_item(req.environ, 'uuid')
-    rp = _provider_or_404(context, uuid)
-    return _send_all(req, inv_obj.get_all(context, rp.id), rp.generation)
+    generation, records = _inventories_or_404(context, uuid)
+    return _send_all(req, records, generation)
 
 
 @util.wsgify
@@ -99,10 +104,10 @@ def get_inventory(req):
     context.can(POLICY % 'show')
     uuid = util.wsgi_path_item(req.environ, 'uuid')
     rc_name = util.wsgi_path_item(req.environ, 'resource_class')
-    rp = _provider_or_404(context, uuid)
-    for record in inv_obj.get_all(context, rp.id):
+    generation, records = _inventories_or_404(context, uuid)
+    for record in records:
         if record['resource_class'] == rc_name:
-            return _send_one(req, record, rp.generation)
+            return _send_one(req, record, generation)
     raise util.http_error(
         webob.exc.HTTPNotFound,
         'No inventory of class %s for %s' % (rc_name, uuid))

@@ -156,16 +156,15 @@ def _list_traits_for_resource_provider(req):
     ctx.can(policies.RP_TRAIT_LIST)
     uuid = util.wsgi_path_item(req.environ, 'uuid')
     try:
-        rp = rp_obj.get_by_uuid(ctx, uuid)
+        generation, rows = trait_obj.get_for_provider(ctx, uuid)
     except exception.NotFound as exc:
         raise util.http_error(
             webob.exc.HTTPNotFound,
             'No resource provider with uuid %(uuid)s found: %(error)s'
             % {'uuid': uuid, 'error': exc.format_message()})
-    names, last_modified = _serialize(
-        trait_obj.get_for_provider(ctx, rp.id))
+    names, last_modified = _serialize(rows)
     return util.json_response(
-        req, {'traits': names, 'resource_provider_generation': rp.generation},
+        req, {'traits': names, 'resource_provider_generation': generation},
         last_modified=last_modified)
 
 

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import models
+from placement.objects import provider_rows
 from placement.objects import resource_provider as rp_obj
 
 _AGG = models.AGG
@@ -42,14 +43,19 @@ def ids_for_uuids(conn, agg_uuids):
     return {u: _IDS[u] for u in agg_uuids if u in _IDS}
 
 
-@db_api.reader
-def get_for_provider(ctx, rp_id):
-    """The aggregate uuids a provider is directly associated with."""
-    return [r[0] for r in ctx.session.execute(
-        sa.select(_AGG.c.uuid)
-        .select_from(_AGG.join(_RPA, _RPA.c.aggregate_id == _AGG.c.id))
-        .where(_RPA.c.resource_provider_id == rp_id)
-        .order_by(_AGG.c.uuid))]
+_OF_PROVIDER = provider_rows.statement(
+    (_AGG.c.uuid,), _AGG.c.uuid,
+    (_RPA, _RPA.c.resource_provider_id == models.RP.c.id),
+    (_AGG, _RPA.c.aggregate_id == _AGG.c.id))
+
+
+def get_for_provider(ctx, rp_uuid):
+    """(the provider's generation, the aggregate uuids it is directly
+    associated with), in one statement (provider_rows);
+    ResourceProviderNotFound."""
+    generation, rows = provider_rows.read(ctx, _OF_PROVIDER, rp_uuid,
+                                          'uuid')
+    return generation, [row.uuid for row in rows]
 
 
 def _ensure(ctx, agg_uuids):

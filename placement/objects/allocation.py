@@ -30,6 +30,7 @@ from placement import exception
 from placement.objects import allocation_rows
 from placement.objects import capacity_rules
 from placement.objects import consumer as consumer_obj
+from placement.objects import provider_rows
 from placement.objects import resource_class as rc_obj
 
 LOG = logging.getLogger(__name__)
@@ -638,22 +639,25 @@ def get_by_consumer(ctx, consumer_uuid):
         ctx, _BY_CONSUMER, {'consumer': consumer_uuid})
 
 
-@db_api.reader
-def get_by_provider(ctx, rp_id):
-    """Allocations on one provider: consumer uuid and generation, class
-    name, amount and timestamps per Row."""
-    sel = (
-        sa.select(
-            _ALLOC.c.consumer_id.label('consumer_uuid'),
-            _CONSUMER.c.generation.label('consumer_generation'),
-            _RC.c.name.label('resource_class'),
-            _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at)
-        .select_from(
-            _ALLOC.join(_RC, _ALLOC.c.resource_class_id == _RC.c.id)
-            .join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid))
-        .where(_ALLOC.c.resource_provider_id == rp_id)
-        .order_by(_ALLOC.c.id))
-    return ctx.session.execute(sel).all()
+# Computes read their providers' allocations every minute.
+_BY_PROVIDER = provider_rows.statement(
+    (_ALLOC.c.consumer_id.label('consumer_uuid'),
+     _CONSUMER.c.generation.label('consumer_generation'),
+     _RC.c.name.label('resource_class'),
+     _ALLOC.c.used, _ALLOC.c.created_at, _ALLOC.c.updated_at),
+    _ALLOC.c.id,
+    (_ALLOC, _ALLOC.c.resource_provider_id == _RP.c.id),
+    (_RC, _ALLOC.c.resource_class_id == _RC.c.id),
+    # Allocations without a consumer row (older releases') are not read.
+    (_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid))
+
+
+def get_by_provider(ctx, rp_uuid):
+    """(the provider's generation, its allocations: consumer uuid and
+    generation, class name, amount and timestamps per Row), in one
+    statement (provider_rows); ResourceProviderNotFound."""
+    return provider_rows.read(ctx, _BY_PROVIDER, rp_uuid,
+                              'consumer_generation')
 
 
 @db_api.retry_on_deadlock

@@ -9,6 +9,7 @@ from placement.db import api as db_api
 from placement.db import models
 from placement import exception
 from placement.objects import capacity_rules
+from placement.objects import provider_rows
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 
@@ -16,6 +17,15 @@ _INV = models.INV
 _ALLOC = models.ALLOC
 FIELDS = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
           'allocation_ratio')
+
+
+_COLUMNS = (models.RC.c.name.label('resource_class'),
+            *[_INV.c[f] for f in FIELDS], _INV.c.updated_at,
+            _INV.c.created_at)
+_OF_PROVIDER = provider_rows.statement(
+    _COLUMNS, models.RC.c.name,
+    (_INV, _INV.c.resource_provider_id == models.RP.c.id),
+    (models.RC, _INV.c.resource_class_id == models.RC.c.id))
 
 
 def capacity(inv):
@@ -27,16 +37,22 @@ def capacity(inv):
 @db_api.reader
 def get_all(ctx, rp_id):
     """[{resource_class, total, ..., updated_at, created_at}] of a
-    provider, ordered by class name."""
+    provider, ordered by class name, in the caller's transaction."""
     rows = ctx.session.execute(
-        sa.select(models.RC.c.name.label('resource_class'),
-                  *[_INV.c[f] for f in FIELDS],
-                  _INV.c.updated_at, _INV.c.created_at)
+        sa.select(*_COLUMNS)
         .select_from(_INV.join(
             models.RC, _INV.c.resource_class_id == models.RC.c.id))
         .where(_INV.c.resource_provider_id == rp_id)
         .order_by(models.RC.c.name))
     return [dict(r._mapping) for r in rows]
+
+
+def get_for_provider(ctx, rp_uuid):
+    """(the provider's generation, get_all's records) in one statement
+    (provider_rows); ResourceProviderNotFound."""
+    generation, rows = provider_rows.read(ctx, _OF_PROVIDER, rp_uuid,
+                                          'resource_class')
+    return generation, [dict(r._mapping) for r in rows]
 
 
 def _rc_id(ctx, name):

@@ -18,6 +18,7 @@ from placement.db import api as db_api
 from placement.db import models
 from placement import exception
 from placement.objects import attribute_cache
+from placement.objects import provider_rows
 
 CUSTOM_NAMESPACE = 'CUSTOM_'
 
@@ -152,13 +153,17 @@ def destroy(ctx, name):
 _PROVIDER_TRAITS_FROM = _RPT.join(_TRAIT, _RPT.c.trait_id == _TRAIT.c.id)
 
 
-@db_api.reader
-def get_for_provider(ctx, rp_id):
-    """The trait rows (id, name, created_at, updated_at) of one provider."""
-    return ctx.session.execute(
-        sa.select(*_COLUMNS).select_from(_PROVIDER_TRAITS_FROM)
-        .where(_RPT.c.resource_provider_id == rp_id)
-        .order_by(_TRAIT.c.id)).all()
+_OF_PROVIDER = provider_rows.statement(
+    _COLUMNS, _TRAIT.c.id,
+    (_RPT, _RPT.c.resource_provider_id == models.RP.c.id),
+    (_TRAIT, _RPT.c.trait_id == _TRAIT.c.id))
+
+
+def get_for_provider(ctx, rp_uuid):
+    """(the provider's generation, its trait rows: id, name, created_at,
+    updated_at), in one statement (provider_rows);
+    ResourceProviderNotFound."""
+    return provider_rows.read(ctx, _OF_PROVIDER, rp_uuid, 'id')
 
 
 @db_api.reader

@@ -244,3 +244,27 @@ def test_allocations_without_a_consumer_row_are_not_deleted(ctx):
     with ctx.engine.connect() as conn:
         assert conn.execute(sa.select(models.ALLOC.c.id).where(
             models.ALLOC.c.consumer_id == orphan)).first() is None
+
+
+def test_a_providers_allocations_leave_out_rows_without_a_consumer(ctx):
+    # GET /resource_providers/{uuid}/allocations reads the provider and
+    # its allocations in one statement: a provider without allocations
+    # answers its generation and none, rows no consumer owns are not
+    # shown (as upstream's inner join), a provider that does not exist
+    # is not found.
+    rp = _provider(ctx)
+    assert alloc_obj.get_by_provider(ctx, rp) == (0, [])
+    alloc_obj.replace_all(ctx, [_write('c1', {rp: {'VCPU': 2}})])
+    orphan = str(uuid.uuid4())
+    with ctx.engine.begin() as conn:
+        rp_id = conn.execute(sa.select(models.RP.c.id).where(
+            models.RP.c.uuid == rp)).scalar()
+        conn.execute(models.ALLOC.insert().values(
+            resource_provider_id=rp_id, consumer_id=orphan,
+            resource_class_id=0, used=1))
+    generation, rows = alloc_obj.get_by_provider(ctx, rp)
+    assert generation == _generation(ctx, rp) == 1
+    assert [(r.consumer_uuid, r.resource_class, r.used) for r in rows] == [
+        ('c1', 'VCPU', 2)]
+    with pytest.raises(exception.ResourceProviderNotFound):
+        alloc_obj.get_by_provider(ctx, str(uuid.uuid4()))
