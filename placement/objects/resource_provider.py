@@ -28,9 +28,13 @@ _PROVIDER_FROM = _RP.outerjoin(
     _ROOT, _RP.c.root_provider_id == _ROOT.c.id)
 
 
+_PROVIDER_SELECT = sa.select(*_PROVIDER_COLUMNS).select_from(_PROVIDER_FROM)
+
+
 def provider_select():
-    """SELECT of provider rows with parent and root uuids, for reuse."""
-    return sa.select(*_PROVIDER_COLUMNS).select_from(_PROVIDER_FROM)
+    """SELECT of provider rows with parent and root uuids, for reuse (a
+    statement is immutable: ``where`` makes a new one)."""
+    return _PROVIDER_SELECT
 
 
 @db_api.reader
@@ -117,7 +121,13 @@ def providers_with_capacity(rc_id, amount):
                    capacity_rules.units_allow_sql(inv, amount)))
 
 
-@db_api.reader
+# A tree by the uuid of any of its providers (in_tree): built once, as its
+# columns cost more to build than the query to run.
+_TREE = _RP.alias('tree')
+_ROOT_OF_UUID = sa.select(_TREE.c.root_provider_id).where(
+    _TREE.c.uuid == sa.bindparam('in_tree')).scalar_subquery()
+
+
 def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
                        forbidden_aggs=(), required_traits=(),
                        forbidden_traits=(), resources=None, in_tree=None):
@@ -128,16 +138,15 @@ def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
     class names raise TraitNotFound / ResourceClassNotFound.
     """
     query = provider_select()
+    params = {}
     # An empty name or uuid filters nothing, as upstream.
     if name:
         query = query.where(_RP.c.name == name)
     if uuid:
         query = query.where(_RP.c.uuid == uuid)
     if in_tree:
-        tree = _RP.alias('tree')
-        query = query.where(_RP.c.root_provider_id == sa.select(
-            tree.c.root_provider_id).where(
-            tree.c.uuid == in_tree).scalar_subquery())
+        query = query.where(_RP.c.root_provider_id == _ROOT_OF_UUID)
+        params['in_tree'] = in_tree
     if required_traits or forbidden_traits:
         ids = trait_obj.ids_for_names(ctx, sorted(
             set().union(*required_traits) | set(forbidden_traits)))
@@ -159,7 +168,8 @@ def get_all_by_filters(ctx, name=None, uuid=None, member_of=(),
         for rc_name, amount in resources.items():
             query = query.where(_RP.c.id.in_(
                 providers_with_capacity(rc_ids[rc_name], amount)))
-    return ctx.session.execute(query.order_by(_RP.c.id)).fetchall()
+    # One statement: outside a transaction, on an unpinged connection.
+    return db_api.one_statement_read(ctx, query.order_by(_RP.c.id), params)
 
 
 # --- writes ---------------------------------------------------------------

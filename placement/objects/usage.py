@@ -39,26 +39,39 @@ def get_for_provider(ctx, rp_id):
 
 
 def _project_allocations(project_id, user_id):
-    """FROM and WHERE of the allocations of a project (and user)."""
+    """FROM and WHERE of the allocations of a project (and user, unless
+    None): values or bound parameters."""
     source = (_ALLOC.join(_CONSUMER, _ALLOC.c.consumer_id == _CONSUMER.c.uuid)
               .join(_PROJECT, _CONSUMER.c.project_id == _PROJECT.c.id))
     where = [_PROJECT.c.external_id == project_id]
-    if user_id:
+    if user_id is not None:
         source = source.join(_USER, _CONSUMER.c.user_id == _USER.c.id)
         where.append(_USER.c.external_id == user_id)
     return source, where
 
 
-@db_api.reader
+def _project_sums(with_user):
+    source, where = _project_allocations(
+        sa.bindparam('project_id'),
+        sa.bindparam('user_id') if with_user else None)
+    return (sa.select(_RC.c.name, sa.func.sum(_ALLOC.c.used))
+            .select_from(source.join(_RC, _ALLOC.c.resource_class_id
+                                     == _RC.c.id))
+            .where(*where)
+            .group_by(_RC.c.name))
+
+
+# Built once (quota counting asks for every boot): by project, and by
+# project and user.
+_PROJECT_SUMS = {False: _project_sums(False), True: _project_sums(True)}
+
+
 def get_for_project(ctx, project_id, user_id=None):
-    """{class name: used} over all the project's (user's) consumers."""
-    source, where = _project_allocations(project_id, user_id)
-    rows = ctx.session.execute(
-        sa.select(_RC.c.name, sa.func.sum(_ALLOC.c.used))
-        .select_from(source.join(_RC, _ALLOC.c.resource_class_id
-                                 == _RC.c.id))
-        .where(*where)
-        .group_by(_RC.c.name))
+    """{class name: used} over all the project's (user's) consumers, in
+    one statement (db_api.one_statement_read)."""
+    rows = db_api.one_statement_read(
+        ctx, _PROJECT_SUMS[bool(user_id)],
+        {'project_id': project_id, 'user_id': user_id})
     return {name: int(amount) for name, amount in rows}
 
 
@@ -71,7 +84,7 @@ def get_for_project_by_type(ctx, project_id, user_id=None,
     'unknown'); 'all': everything under 'all'; 'unknown': only untyped
     consumers; any other name: only that type.
     """
-    source, where = _project_allocations(project_id, user_id)
+    source, where = _project_allocations(project_id, user_id or None)
     source = source.outerjoin(_CTYPE,
                               _CONSUMER.c.consumer_type_id == _CTYPE.c.id)
     if consumer_type == ALL_TYPES:
