@@ -456,7 +456,7 @@ def _check_capacity(items, rc_names, inventories, usage, prev_usage):
             inv.total, inv.reserved, inv.allocation_ratio)
         if not capacity_rules.has_room(used, running[key], capacity):
             prev_used = prev_usage.get(key)
-            if prev_used is not None and used + running[key] <= prev_used:
+            if capacity_rules.reduces_overage(used, running[key], prev_used):
                 LOG.warning('Over capacity for %s on resource provider %s '
                             'but allocation reduces existing overage from '
                             '%s to %s', name, rp.uuid, prev_used,

@@ -58,6 +58,13 @@ def has_room(used, amount, capacity_):
     return used + amount <= capacity_
 
 
+def reduces_overage(used, amount, used_before):
+    """A claim over capacity is let through when it leaves the provider
+    less over than before (``used_before``: the usage without the
+    consumers rewritten), as upstream's."""
+    return used_before is not None and used + amount <= used_before
+
+
 def units_allow(amount, min_unit, max_unit, step_size):
     """``min_unit <= amount <= max_unit`` and ``amount`` a multiple of
     ``step_size``; a step of 0 or less (SQL by hand) admits nothing.
