@@ -1,5 +1,5 @@
 """What each request group may use, read from the database, for the
-walk of sql.py: names resolved (names.py), per anchor root the rows of
+walk (walk.py) over the database (sql.py): names resolved (names.py), per anchor root the rows of
 the providers that pass the group's rules (stated as SQL terms,
 sql_terms.py) and can serve its amounts alone, the sharing providers and
 the roots they anchor to, windows of roots, and the whole trees behind
