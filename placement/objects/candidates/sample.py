@@ -4,8 +4,8 @@ generating them all: ``randomize_allocation_candidates`` with a limit.
 Upstream generates every candidate, then keeps ``random.sample(candidates,
 limit)``: every set of ``limit`` candidates of the whole answer is equally
 likely, listed in a random order. Both engines answer with that
-distribution (search.py over the world, sql.py in SQL); this module is
-what they share.
+distribution (walk.py's sample, with the attempts of search.py over the
+world and sql.py in SQL); this module is what they share.
 
 The draw. Under each anchor root r, the combiner picks, per position of
 its search (``combine.Checker.groups``: a numbered group, or one class of

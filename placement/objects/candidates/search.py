@@ -1,22 +1,18 @@
-"""Allocation candidates searched in the in-memory world (``world/``).
+"""The in-memory world (``world/``) as a source of walk.py's walk.
 
-The general algorithm, in one place:
+The walk (walk.py: limit, batches, breadth-first, the random sample) is
+the SQL engine's too; what is the world's is here and in
+world_request.py:
 
-1. resolve names to ids (``world_request.Request``, through names.py); names that do
-   not exist answer as upstream does (400, or an empty answer when an
-   earlier group has no candidates anyway);
-2. walk the trees' roots by id (``_walk``) a batch at a time (or draw
-   them at random, ``_sample``); per batch and per request group collect,
-   per anchor root, the providers able to serve the group on their own
-   (capacity, min_unit, max_unit, step_size, traits, aggregates, in_tree,
-   root_required: the functions of rules.py), plus the sharing providers
-   anchored to the root by an aggregate (``Request.groups_for``);
-3. hand those to the pure combiner (``combine.py``), which yields the
-   candidates lazily, and stop at the limit.
-
-The rules each group follows are upstream's, written once in rules.py;
-the SQL engine (sql.py, for databases that do not count their changes)
-states them in SQL.
+1. names resolved to ids (``world_request.Request``, through names.py);
+   names that do not exist answer as upstream does (400, or an empty
+   answer when an earlier group has no candidates anyway);
+2. the roots walked by id a batch at a time (``_batches``, sized by the
+   rate candidates come), per batch and per request group, per anchor
+   root, the providers able to serve the group on their own (the
+   functions of rules.py), plus the sharing providers anchored to the
+   root by an aggregate (``Request.groups_for``); every provider is in
+   memory, so a batch of anchors is combined in one go.
 
 One fast path, behind one seam (``_sole``): one unnumbered group, no
 sharing providers, over trees each with at most one provider having a
@@ -30,7 +26,7 @@ checks they agree).
 How it stays flat in the number of providers under a limit: the walk
 stops as soon as ``limit`` candidates are found. With randomize on, a
 ``limit`` is a uniform random sample of the whole answer, as upstream's
-random.sample of every candidate: ``_sample`` draws it root by root
+random.sample of every candidate: ``_attempts`` draw it root by root
 (sample.py has the method and why it is exact), looking at a root when it
 is first drawn, so the work grows with the roots drawn, not with the
 world, as long as most roots fit. The bound it needs, the most choices a
@@ -45,11 +41,11 @@ sample, found at the plain walk's cost.
 import itertools
 import random
 
-
 from placement.objects.candidates import combine
 from placement.objects.candidates import model
 from placement.objects.candidates import names
 from placement.objects.candidates import sample
+from placement.objects.candidates import walk
 from placement.objects.candidates import world_request
 
 # Roots looked at in the first batch of a walk (each next is four times
@@ -137,47 +133,79 @@ def _batches(roots, cap, found):
             size *= 4
 
 
-def _walk(req, roots, cap, wide, nested_aware, strategy):
-    """Candidates from the trees under ``roots``, a batch of them at a
-    time (_batches; breadth-first: one batch of every root, for its
-    round-robin runs across every anchor, as upstream's and the SQL
-    engine's), anchor by anchor in each batch's order, up to ``cap``: by
-    the fast path where it answers the batch (_sole), else gathered
-    (groups_for) and combined."""
-    isolate = wide.group_policy == 'isolate'
-    has_trees = req.trees
-    found = []
-    if strategy != 'breadth-first':
-        batches = _batches(iter(roots), cap, found)
-    else:
-        batches = iter([list(roots)])
-    providers = req.providers()
-    seen = set()
-    sole = req.sole_group
-    searches = req.searches(nested_aware)
-    for batch in batches:
-        gen = _sole(req, sole, batch) if sole is not None else None
-        if gen is None:
-            cgroups = req.groups_for(batch)
-            if cgroups is None:
-                continue
-            viable = set(combine.viable_anchors(cgroups))
-            if not viable:
-                continue
-            anchors = [r for r in batch if r in viable]
-            gen = combine.combine(
-                providers, cgroups, isolate=isolate,
-                same_subtrees=wide.same_subtrees,
-                one_provider_per_tree=not nested_aware and has_trees,
-                strategy=strategy, anchors=anchors, seen=seen,
-                shared_ids=req.sharing, searches=searches)
-        if cap is None:
-            found.extend(gen)
-            continue
-        found.extend(itertools.islice(gen, cap - len(found)))
-        if len(found) >= cap:
-            return found
-    return found
+class World:
+    """The in-memory world as walk.py's source: every provider in memory
+    (``models``: made as the combiner looks at them), the roots walked in
+    batches growing with the rate candidates come (``_batches``), the fast
+    path (``_sole``), and the sample's rejection by a bound: the world
+    knows an anchor's lists once it looked at its tree only."""
+
+    def __init__(self, req):
+        self.req = req
+        self.sharing = req.sharing
+        self.trees = req.trees
+        self.models = req.providers()
+        self._looked = {}
+
+    # -- the walk ---------------------------------------------------------
+
+    def batches(self, roots, cap, found, breadth_first):
+        if roots is None:
+            roots = self.req.anchor_roots
+            if roots is None:
+                roots = self.req.world.roots
+        if breadth_first:
+            return iter([list(roots)])
+        return _batches(iter(roots), cap, found)
+
+    def fast(self, batch):
+        sole = self.req.sole_group
+        return None if sole is None else _sole(self.req, sole, batch)
+
+    def groups_for(self, batch):
+        return self.req.groups_for(batch)
+
+    def anchors(self, batch, groups):
+        viable = set(combine.viable_anchors(groups))
+        return [r for r in batch if r in viable] if viable else []
+
+    def ready(self, anchors, groups, cap, found, breadth_first):
+        # Every tree is in memory: the batch is combined in one go.
+        return (anchors,)
+
+    def searches(self, nested_aware):
+        return self.req.searches(nested_aware)
+
+    # -- the sample ---------------------------------------------------------
+
+    def random_order(self):
+        req = self.req
+        if req.bound() > 1 or req.sharing_alone():
+            return None
+        return _random_order(req.sample_roots())
+
+    def sample_groups(self):
+        req = self.req
+        self._roots = req.sample_roots()
+        self._bound = req.bound() if self._roots else 0
+        if not self._bound:
+            # Some class no provider has.
+            return None
+        self._master = [g.combine_group({}) for g in req.groups]
+        return self._master
+
+    def attempts(self, checker, limit):
+        roots = self._roots
+        if len(roots) * self._bound <= limit or self.req.sharing_alone():
+            return None
+        return _attempts(self.req, roots, self._master, checker,
+                         self._bound, self._looked, limit), len(roots)
+
+    def complete(self, groups):
+        rest = [r for r in self._roots if r not in self._looked]
+        for i in range(0, len(rest), _LOOK_CHUNK):
+            _look(self.req, rest[i:i + _LOOK_CHUNK], groups)
+        return combine.viable_anchors(groups)
 
 
 def _look(req, roots, master):
@@ -200,7 +228,7 @@ def _attempts(req, roots, master, checker, bound, looked, limit):
     when most attempts keep a candidate, the first batch leaves only the
     few its duplicates lost to draw, and a tree looked at costs about 9 us
     at a million providers) and those not seen yet looked at together
-    (``looked``: root -> (P_r, lists)).
+    (``looked``: root -> (P_r, lists)), their lists added to ``master``.
     Once every root was looked at, ``bound`` is the largest P_r, and the
     attempts end if the products hold no more than ``limit`` elements
     (``fill`` takes them all)."""
@@ -234,38 +262,6 @@ def _attempts(req, roots, master, checker, bound, looked, limit):
         batch = max(_FIRST_BATCH, done // 8)
 
 
-def _sample(req, wide, nested_aware, limit):
-    """``limit`` candidates, a uniform random sample of the whole answer
-    (sample.py)."""
-    master = [g.combine_group({}) for g in req.groups]
-    providers = req.providers()
-    options = dict(isolate=wide.group_policy == 'isolate',
-                   same_subtrees=wide.same_subtrees,
-                   one_provider_per_tree=not nested_aware and req.trees)
-    checker = combine.Checker(providers, master, **options)
-    roots = req.sample_roots()
-    bound = req.bound() if roots else 0
-    if not bound:
-        # Some class no provider has.
-        return []
-    looked = {}
-    kept = {}
-    if len(roots) * bound > limit and not req.sharing_alone():
-        kept = sample.draw(
-            limit, _attempts(req, roots, master, checker, bound, looked,
-                             limit),
-            checker, sample.budget(len(roots)))
-    everything = ()
-    if len(kept) < limit:
-        rest = [r for r in roots if r not in looked]
-        for i in range(0, len(rest), _LOOK_CHUNK):
-            _look(req, rest[i:i + _LOOK_CHUNK], master)
-        everything = combine.combine(
-            providers, master, anchors=combine.viable_anchors(master),
-            shared_ids=req.sharing, **options)
-    return sample.fill(kept, limit, everything)
-
-
 def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
                   max_candidates=-1, strategy='depth-first',
                   randomize=False, rendered_as=None):
@@ -275,36 +271,6 @@ def find_in_world(ctx, conn, world, groups, wide, nested_aware=True,
         req = world_request.Request(ctx, conn, world, groups, wide)
     except Empty:
         return [], model.Providers(), world.children > 0
-    found = _find(req, wide, nested_aware, max_candidates, strategy,
-                  randomize)
+    found = walk.find(World(req), wide, nested_aware, max_candidates,
+                      strategy, randomize)
     return found, world.answer(found, rendered_as), req.trees
-
-
-def _find(req, wide, nested_aware, max_candidates, strategy, randomize):
-    cap = max_candidates if (max_candidates is not None and
-                             max_candidates >= 0) else None
-    limit = wide.limit
-    roots = req.anchor_roots
-    if roots is None:
-        roots = req.world.roots
-    if randomize and limit is not None and cap is None:
-        if req.bound() > 1 or req.sharing_alone():
-            return _sample(req, wide, nested_aware, limit)
-        # Each root is one candidate or none, and no two roots the same
-        # one (each has a provider of its own tree): the first ``limit``
-        # found in a uniformly random order of the roots are a uniform
-        # sample of the answer, and in a uniformly random order already
-        # (the walk keeps its roots' order).
-        return _walk(req, _random_order(req.sample_roots()), limit, wide,
-                     nested_aware, 'depth-first')
-    if limit is not None and not randomize:
-        cap = limit if cap is None else min(cap, limit)
-    found = _walk(req, roots, cap, wide, nested_aware, strategy)
-    if randomize:
-        # As upstream: a sample of what max_allocation_candidates let be
-        # generated, or all of it shuffled.
-        if limit is not None and len(found) > limit:
-            found = random.sample(found, limit)
-        else:
-            random.shuffle(found)
-    return found

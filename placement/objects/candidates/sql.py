@@ -6,10 +6,12 @@ search.py) when the database counts its changes
 (placement.objects.changes); one that does not -- made by upstream's
 placement-manage, not yet upgraded by ours -- is answered here: the same
 rules (rules.py) stated as SQL terms named after them (sql_terms.py:
-``sql_terms.required_traits`` is ``rules.required_traits``), names resolved the same way (names.py),
-the same combiner (combine.py). tests/functional/test_candidates_world.py
-checks that both engines answer alike on random worlds. capacity.py
-counts over this engine too.
+``sql_terms.required_traits`` is ``rules.required_traits``), names
+resolved the same way (names.py), the same combiner (combine.py), the
+same walk (walk.py), of which this module is the source that reads the
+database. tests/functional/test_candidates_world.py checks that both
+engines answer alike on random worlds. capacity.py counts over this
+engine too.
 
 The algorithm:
 
@@ -32,7 +34,8 @@ that it answers as without it (test_candidate_gather.py):
   roots, then for the rest if the limit is not met, so a small limit does
   not gather every fitting provider's rows;
 * ``_MIN_BATCH``: trees are read and combined in growing batches of
-  anchors, so a limit is met without reading every tree;
+  anchors (``Database.ready``), so a limit is met without reading every
+  tree;
 * ``sql_request._dense``: many close roots are read by id range rather than by list.
 """
 import bisect
@@ -47,6 +50,7 @@ from placement.objects.candidates import combine
 from placement.objects.candidates import model
 from placement.objects.candidates import sample
 from placement.objects.candidates import sql_request
+from placement.objects.candidates import walk
 
 _RP, _INV, _ALLOC = models.RP, models.INV, models.ALLOC
 _RPT, _RPA = models.RPT, models.RPA
@@ -63,27 +67,10 @@ def find_in_database(ctx, groups, wide, nested_aware=True,
                      max_candidates=-1, strategy='depth-first',
                      randomize=False):
     """(candidates, providers, has_trees) as engine.find answers, read
-    from the database.
-
-    Without randomization generation stops at ``limit`` (or
-    ``max_candidates``). With randomization and a limit, ``limit``
-    candidates are drawn, a uniform random sample of the whole answer
-    (sample.py), as upstream's random.sample of every candidate; with
-    ``max_candidates`` too, as upstream, a sample of the first
-    ``max_candidates`` generated. Randomized without a limit, up to
-    ``max_candidates`` are shuffled.
-    """
-    cap = max_candidates if (max_candidates is not None and
-                             max_candidates >= 0) else None
-    if randomize and wide.limit is not None and cap is None:
-        found, providers, has_trees = _sample(ctx, groups, wide, wide.limit,
-                                              nested_aware)
-    else:
-        if wide.limit is not None and not randomize:
-            cap = wide.limit if cap is None else min(cap, wide.limit)
-        found, providers, has_trees = _search(ctx, groups, wide, cap,
-                                              nested_aware, strategy)
-        found = _randomized(found, wide, randomize)
+    from the database (walk.find says what a limit, ``max_candidates``
+    and randomize make of them)."""
+    found, providers, has_trees = _find(ctx, groups, wide, nested_aware,
+                                        max_candidates, strategy, randomize)
     # The providers of the trees looked at: whole trees, which the
     # summaries are made from.
     if type(providers) is not model.Providers:
@@ -91,69 +78,105 @@ def find_in_database(ctx, groups, wide, nested_aware=True,
     return found, providers, has_trees
 
 
-def _gatherer(ctx, groups, wide):
-    """The Request of ``groups``; None when no provider can match."""
+@db_api.reader_connection
+def _find(ctx, groups, wide, nested_aware, max_candidates, strategy,
+          randomize):
     try:
-        return sql_request.Request(ctx, groups, wide)
+        gatherer = sql_request.Request(ctx, groups, wide)
     except Empty:
+        return [], {}, False
+    source = Database(gatherer)
+    found = walk.find(source, wide, nested_aware, max_candidates, strategy,
+                      randomize)
+    return found, model.Providers(source.models,
+                                  elsewhere=gatherer.elsewhere), \
+        gatherer.trees
+
+
+class Database:
+    """The database as walk.py's source: rows gathered per window of roots
+    (Request.windows), the trees of the anchors read in growing batches
+    (``models``: the trees read so far), and for the sample every
+    anchor's lists known from the rows, so anchors are drawn in
+    proportion to their lists' product."""
+
+    def __init__(self, gatherer):
+        self.gatherer = gatherer
+        self.sharing = gatherer.sharing
+        self.trees = gatherer.trees
+        self.models = {}
+        self._listed = (None, set())
+
+    def _read(self, anchors, groups):
+        """Read the trees of ``anchors``, and of the sharing providers
+        some of ``groups`` may use with the first batch."""
+        listed, sharing = self._listed
+        if listed is not groups:
+            sharing = _sharing_listed(self.gatherer, groups)
+            self._listed = (groups, sharing)
+        self.models.update(self.gatherer.providers(
+            anchors, sharing - set(self.models)))
+
+    # -- the walk ---------------------------------------------------------
+
+    def batches(self, roots, cap, found, breadth_first):
+        if cap is not None and not breadth_first:
+            return self.gatherer.windows(cap)
+        return (None,)
+
+    def fast(self, batch):
         return None
 
+    def groups_for(self, window):
+        return self.gatherer.combine_groups(window=window)
 
-def _request(ctx, groups, wide):
-    """(Request, its combine groups over every root) for the sample;
-    (None, the empty answer) when no provider can match."""
-    gatherer = _gatherer(ctx, groups, wide)
-    if gatherer is None:
-        return None, ([], {}, False)
-    cgroups = gatherer.combine_groups()
-    if not cgroups:
-        return None, ([], {}, gatherer.trees)
-    return gatherer, cgroups
+    def anchors(self, window, groups):
+        return combine.viable_anchors(groups)
 
-
-@db_api.reader_connection
-def _search(ctx, groups, wide, cap, nested_aware, strategy):
-    """Gather the groups' rows, then combine anchor batch after anchor
-    batch, stopping at ``cap`` candidates. Under a cap the rows are
-    gathered a window of roots at a time (Request.windows): the first
-    trees' rows answer a small limit without reading every tree's."""
-    gatherer = _gatherer(ctx, groups, wide)
-    if gatherer is None:
-        return [], {}, False
-    windows = (None,)
-    if cap is not None and strategy != 'breadth-first':
-        windows = gatherer.windows(cap)
-    found = []
-    providers = {}
-    seen = set()
-    for window in windows:
-        cgroups = gatherer.combine_groups(window=window)
-        if not cgroups:
-            continue
-        anchors = combine.viable_anchors(cgroups)
-        sharing = _sharing_listed(gatherer, cgroups)
+    def ready(self, anchors, groups, cap, found, breadth_first):
+        """``anchors`` in batches, each one's trees read before it is
+        combined: under a cap the first holds _MIN_BATCH or twice the
+        candidates still wanted, each next four times more."""
         batch = len(anchors)
-        if cap is not None and strategy != 'breadth-first':
+        if cap is not None and not breadth_first:
             batch = max(_MIN_BATCH, 2 * (cap - len(found)))
-        while anchors and (cap is None or len(found) < cap):
+        while anchors:
             now, anchors = anchors[:batch], anchors[batch:]
             batch *= 4
-            providers.update(gatherer.providers(now,
-                                                sharing - set(providers)))
-            for cand in combine.combine(
-                    providers, cgroups,
-                    isolate=wide.group_policy == 'isolate',
-                    same_subtrees=wide.same_subtrees,
-                    one_provider_per_tree=not nested_aware and gatherer.trees,
-                    strategy=strategy, anchors=now, seen=seen,
-                    shared_ids=gatherer.sharing):
-                found.append(cand)
-                if cap is not None and len(found) >= cap:
-                    break
-        if cap is not None and len(found) >= cap:
-            break
-    return found, model.Providers(providers, elsewhere=gatherer.elsewhere), \
-        gatherer.trees
+            self._read(now, groups)
+            yield now
+
+    def searches(self, nested_aware):
+        return None
+
+    # -- the sample ---------------------------------------------------------
+
+    def random_order(self):
+        return None
+
+    def sample_groups(self):
+        groups = self.gatherer.combine_groups()
+        if not groups:
+            return None
+        return groups
+
+    def attempts(self, checker, limit):
+        groups = checker.groups
+        self._anchors = anchors = combine.viable_anchors(groups)
+        lists = [sample.lists_of(groups, a) for a in anchors]
+        sizes = [sample.size(lsts) for lsts in lists]
+        self._sharing = _sharing_listed(self.gatherer, groups)
+        self._drawn = set()
+        if sum(sizes) <= limit or _sharing_alone(lists, self._sharing):
+            return None
+        return _attempts(self, anchors, lists, sizes, checker,
+                         limit), len(anchors)
+
+    def complete(self, groups):
+        self.models.update(self.gatherer.providers(
+            [a for a in self._anchors if a not in self._drawn],
+            self._sharing - set(self.models)))
+        return self._anchors
 
 
 def _sharing_listed(gatherer, cgroups):
@@ -163,55 +186,6 @@ def _sharing_listed(gatherer, cgroups):
         rp for cg in cgroups for per in cg.by_anchor.values()
         for rp in (per if cg.same_provider else
                    (rp for lst in per.values() for rp in lst))}
-
-
-def _randomized(found, wide, randomize):
-    """As upstream: a sample of what max_allocation_candidates let be
-    generated, or all of it shuffled."""
-    if not randomize:
-        return found
-    if wide.limit is not None and len(found) > wide.limit:
-        return random.sample(found, wide.limit)
-    random.shuffle(found)
-    return found
-
-
-@db_api.reader_connection
-def _sample(ctx, groups, wide, limit, nested_aware):
-    """``limit`` candidates, a uniform random sample of the whole answer
-    (sample.py): every anchor's lists are known from the rows, so an
-    anchor is drawn in proportion to its lists' product, and trees are
-    read for the anchors drawn, a batch at a time."""
-    gatherer, cgroups = _request(ctx, groups, wide)
-    if gatherer is None:
-        return cgroups
-    providers = {}
-    options = dict(isolate=wide.group_policy == 'isolate',
-                   same_subtrees=wide.same_subtrees,
-                   one_provider_per_tree=not nested_aware and gatherer.trees)
-    checker = combine.Checker(providers, cgroups, **options)
-    anchors = combine.viable_anchors(cgroups)
-    lists = [sample.lists_of(checker.groups, a) for a in anchors]
-    sizes = [sample.size(lsts) for lsts in lists]
-    sharing = _sharing_listed(gatherer, cgroups)
-    read = set()
-    kept = {}
-    if sum(sizes) > limit and not _sharing_alone(lists, sharing):
-        kept = sample.draw(
-            limit, _attempts(gatherer, anchors, lists, sizes, checker,
-                             providers, sharing, read, limit),
-            checker, sample.budget(len(anchors)))
-    everything = ()
-    if len(kept) < limit:
-        providers.update(gatherer.providers(
-            [a for a in anchors if a not in read],
-            sharing - set(providers)))
-        everything = combine.combine(
-            providers, cgroups, anchors=anchors,
-            shared_ids=gatherer.sharing, **options)
-    return (sample.fill(kept, limit, everything),
-            model.Providers(providers, elsewhere=gatherer.elsewhere),
-            gatherer.trees)
 
 
 def _sharing_alone(lists, sharing):
@@ -226,8 +200,7 @@ def _sharing_alone(lists, sharing):
                for pos in range(width))
 
 
-def _attempts(gatherer, anchors, lists, sizes, checker, providers,
-              sharing, read, limit):
+def _attempts(source, anchors, lists, sizes, checker, limit):
     """sample.py's attempts: an anchor in proportion to its lists'
     product, then an element of that product uniformly. Anchors are
     drawn a batch ahead, so that their trees are read in one go (first
@@ -237,13 +210,14 @@ def _attempts(gatherer, anchors, lists, sizes, checker, providers,
     total = cum[-1]
     randrange = random.randrange
     batch = max(_MIN_BATCH, 2 * limit)
+    gatherer, models, sharing, read = (source.gatherer, source.models,
+                                       source._sharing, source._drawn)
     while True:
         drawn = [bisect.bisect_right(cum, randrange(total))
                  for _ in range(batch)]
         need = {anchors[i] for i in drawn} - read
         if need:
-            providers.update(gatherer.providers(
-                need, sharing - set(providers)))
+            models.update(gatherer.providers(need, sharing - set(models)))
             read |= need
         for i in drawn:
             yield anchors[i], sample.decode(layout, lists[i],

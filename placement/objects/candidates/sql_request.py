@@ -1,7 +1,8 @@
 """What each request group may use, read from the database, for the
-walk of sql.py: names resolved (names.py), per anchor root the rows of
-the providers that pass the group's rules (their SQL forms:
-trait_rules.py, aggregate_rules.py, capacity_rules.py) and can serve its amounts alone, the sharing providers and
+walk (walk.py) over the database (sql.py): names resolved (names.py),
+per anchor root the rows of the providers that pass the group's rules
+(their SQL forms: trait_rules.py, aggregate_rules.py, capacity_rules.py)
+and can serve its amounts alone, the sharing providers and
 the roots they anchor to, windows of roots, and the whole trees behind
 the anchors (``providers``).
 """

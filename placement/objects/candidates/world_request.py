@@ -1,5 +1,5 @@
 """What each request group may use in the in-memory world (world/), for
-the walk of search.py: names resolved (names.py), per anchor root the
+the walk (walk.py) over the world (search.py): names resolved (names.py), per anchor root the
 providers of a batch of trees that pass the group's rules (rules.py) and
 can serve its amounts alone, the sharing providers anchored to a root by
 an aggregate, which trees to look at (anchor_roots), and what the random
