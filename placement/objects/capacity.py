@@ -49,10 +49,10 @@ from placement.db import api as db_api
 from placement.db import models
 from placement import exception
 from placement.objects import aggregate_rules
-from placement.objects import capacity_rules
 from placement.objects.candidates import combine
 from placement.objects.candidates import model
 from placement.objects.candidates import sql_request
+from placement.objects import capacity_rules
 from placement.objects import resource_class as rc_obj
 from placement.objects import trait as trait_obj
 from placement.objects import trait_rules

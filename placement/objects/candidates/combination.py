@@ -9,6 +9,7 @@ rules.py's.
 """
 from placement.objects.candidates import model
 from placement.objects.candidates import rules
+from placement.objects import trait_rules
 
 
 def _ancestors(providers, rp_id):
@@ -253,7 +254,7 @@ class Checks:
         providers = self.providers
         held = [providers[rp].traits for rp in set(chosen)]
         if group.forbidden and any(
-                rules.forbidden_traits(traits, group.forbidden)
+                trait_rules.forbidden_traits(traits, group.forbidden)
                 for traits in held):
             return False
-        return rules.required_traits_among(held, group.required) is None
+        return trait_rules.required_traits_among(held, group.required) is None

@@ -41,8 +41,9 @@ import operator
 from placement.objects.candidates import combination
 from placement.objects.candidates import model
 from placement.objects.candidates import rules
+from placement.objects import trait_rules
 
-_forbidden_traits = rules.forbidden_traits
+_forbidden_traits = trait_rules.forbidden_traits
 
 class _Search(combination.Checks):
     """The depth-first search over one anchor (or one after another: a

@@ -32,6 +32,7 @@ import copy
 
 
 from placement import exception
+from placement.objects import aggregate_rules
 from placement.objects.candidates import engine as engine_mod
 from placement.objects.candidates import names as names_mod
 from placement.objects.candidates import reasons
@@ -325,7 +326,7 @@ class _Pairing:
         # anchors).
         self.anchors_of = {
             sp: {root for root, aggs in tree_aggs.items()
-                 if rules.shares_via_aggregate(rps[sp].aggs, aggs)}
+                 if aggregate_rules.shares_via_aggregate(rps[sp].aggs, aggs)}
             for sp in view.sharing}
         self.sharing_at = collections.defaultdict(set)
         for sp, roots in self.anchors_of.items():

@@ -15,9 +15,11 @@ import sqlalchemy as sa
 from placement.db import models
 from placement import exception
 from placement.objects import aggregate as agg_obj
+from placement.objects import aggregate_rules
 from placement.objects.candidates import names as names_mod
 from placement.objects.candidates import rules
 from placement.objects import trait as trait_obj
+from placement.objects import trait_rules
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 
@@ -271,7 +273,7 @@ class Judge:
                         % (view.label(root.id), what))
             return (key, 'not in %s' % what)
         text = 'in forbidden aggregate %s' % ', '.join(view.aggs(miss))
-        if rules.forbidden_aggregates(rec.aggs, miss) is None:
+        if aggregate_rules.forbidden_aggregates(rec.aggs, miss) is None:
             text += ' (via its root %s)' % view.label(root.id)
         return (key, text)
 
@@ -292,7 +294,7 @@ class Judge:
             # Judged on the roots of the trees it serves (combination).
             return None
         root = self.view.root(rec)
-        miss = rules.root_required(root.traits, self.root_required,
+        miss = trait_rules.root_required(root.traits, self.root_required,
                                    self.root_forbidden)
         if miss is None:
             return None

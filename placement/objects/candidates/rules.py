@@ -191,20 +191,6 @@ def amount_level(inventories, rc, amount):
     return SERVES
 
 
-# -- traits and aggregates: required=, root_required=, member_of= ----------
-# Defined once, with their SQL forms, in trait_rules and aggregate_rules
-# (GET /resource_providers and the capacity report use them too); named
-# here as well for the rules below and the search.
-
-required_traits = trait_rules.required_traits
-forbidden_traits = trait_rules.forbidden_traits
-required_traits_among = trait_rules.required_traits_among
-root_required = trait_rules.root_required
-member_of = aggregate_rules.member_of
-forbidden_aggregates = aggregate_rules.forbidden_aggregates
-shares_via_aggregate = aggregate_rules.shares_via_aggregate
-
-
 # -- trees: in_tree=UUID, same_subtree=1,2 --------------------------------
 
 def in_tree(root, tree_root):
@@ -266,7 +252,7 @@ def group_verdict(g, rec, root, pool=None):
     providers picked."""
     traits = rec.traits
     if g.numbered:
-        miss = required_traits(traits, g.required)
+        miss = trait_rules.required_traits(traits, g.required)
         if miss is not None:
             return Verdict('required', miss)
     elif g.required and pool is not None:
@@ -274,20 +260,21 @@ def group_verdict(g, rec, root, pool=None):
         if miss is not None:
             return Verdict('required', miss)
     if g.forbidden:
-        miss = forbidden_traits(traits, g.forbidden)
+        miss = trait_rules.forbidden_traits(traits, g.forbidden)
         if miss is not None:
             return Verdict('forbidden', miss)
     aggs = rec.aggs
     if g.member_of:
-        miss = member_of(aggs, g.member_of)
+        miss = aggregate_rules.member_of(aggs, g.member_of)
         # The unnumbered group: the root's aggregates span its tree.
-        if miss is not None and (g.numbered or member_of(
+        if miss is not None and (g.numbered or aggregate_rules.member_of(
                 root.aggs, g.member_of) is not None):
             return Verdict('member_of', miss)
     if g.forbidden_aggs:
-        miss = forbidden_aggregates(aggs, g.forbidden_aggs)
+        miss = aggregate_rules.forbidden_aggregates(aggs, g.forbidden_aggs)
         if miss is None and not g.numbered:
-            miss = forbidden_aggregates(root.aggs, g.forbidden_aggs)
+            miss = aggregate_rules.forbidden_aggregates(root.aggs,
+                                                        g.forbidden_aggs)
         if miss is not None:
             return Verdict('forbidden_aggs', miss)
     return None

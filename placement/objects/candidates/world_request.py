@@ -15,9 +15,11 @@ import os_traits
 
 from placement import exception
 from placement.objects import aggregate as agg_obj
+from placement.objects import aggregate_rules
 from placement.objects.candidates import names
 from placement.objects.candidates import rules
 from placement.objects import trait as trait_obj
+from placement.objects import trait_rules
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 
@@ -86,7 +88,7 @@ class Request:
     def root_ok(self, root):
         """``root`` passes root_required."""
         rec = self.rps.get(root)
-        return rec is not None and rules.root_required(
+        return rec is not None and trait_rules.root_required(
             rec.traits, self.root_required, self.root_forbidden) is None
 
     def passes(self, g, rec, alone=False):
@@ -130,7 +132,7 @@ class Request:
                 if g.tree_root is not None and g.amounts and rules.in_tree(
                         rec.root, g.tree_root) is not None:
                     continue
-                if not g.numbered and rules.member_of(
+                if not g.numbered and aggregate_rules.member_of(
                         rec.aggs, g.member_of) is not None:
                     # The sharing provider itself must be in them.
                     continue
@@ -169,7 +171,7 @@ class Request:
             if srows and g.forbidden_aggs and not g.numbered:
                 for roots_ in anchors_of.values():
                     bad_roots.update(
-                        r for r in roots_ if rules.forbidden_aggregates(
+                        r for r in roots_ if aggregate_rules.forbidden_aggregates(
                             rps[r].aggs, g.forbidden_aggs) is not None)
             out.append(g.combine_group(rules.add_sharing(
                 g, by_anchor, srows, anchors_of, bad_roots)))
@@ -296,7 +298,7 @@ class Request:
             if not tree_aggs:
                 continue
             for sp, aggs in sp_aggs.items():
-                if rules.shares_via_aggregate(aggs, tree_aggs):
+                if aggregate_rules.shares_via_aggregate(aggs, tree_aggs):
                     out.setdefault(sp, set()).add(root)
         return out
 
