@@ -58,11 +58,7 @@ class Providers(collections.abc.Mapping):
             raise KeyError(rid)
         return rec
 
-    def get(self, rid, default=None):
-        try:
-            return self[rid]
-        except KeyError:
-            return default
+    # get: collections.abc.Mapping's (self[rid], default on KeyError).
 
     def __contains__(self, rid):
         return self.get(rid) is not None
