@@ -211,6 +211,15 @@ def unpinged_read(read):
     return read()
 
 
+def unpinged(read):
+    """Decorator: ``read`` (a function that only reads) runs as
+    unpinged_read runs it."""
+    @functools.wraps(read)
+    def wrapper(*args, **kwargs):
+        return unpinged_read(functools.partial(read, *args, **kwargs))
+    return wrapper
+
+
 def one_statement_read(ctx, statement, params):
     """The rows of one read-only ``statement`` (one_statement_reader), on
     a connection not pinged first (unpinged_read)."""

@@ -23,7 +23,6 @@ hold to rules.py. Both hand their groups to the same combiner
 ``snapshot``.
 """
 import contextlib
-import functools
 
 from placement.db import api as db_api
 from placement import exception
@@ -60,11 +59,7 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     options = dict(nested_aware=nested_aware, max_candidates=max_candidates,
                    strategy=strategy, randomize=randomize)
     if USE_WORLD:
-        # On a pooled connection not pinged first (a round trip, a tenth
-        # of a limit=5 answer): the answer is a read, asked again on a
-        # checked connection when the first finds the database gone.
-        found = db_api.unpinged_read(functools.partial(
-            _find_in_world, ctx, groups, wide, rendered_as, options))
+        found = _find_in_world(ctx, groups, wide, rendered_as, options)
         if found is not None:
             return found
     try:
@@ -73,6 +68,10 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
         world_mod.answered_from_database()
 
 
+# On a pooled connection not pinged first (a round trip, a tenth of a
+# limit=5 answer): the answer is a read, asked again on a checked
+# connection when the first finds the database gone.
+@db_api.unpinged
 def _find_in_world(ctx, groups, wide, rendered_as, options):
     """find's answer from this process's world, or None when the SQL
     engine answers (see World.ready_to_answer)."""

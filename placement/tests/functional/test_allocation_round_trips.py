@@ -98,6 +98,33 @@ def test_statements_per_get():
     assert len(statements) == 1, statements
 
 
+@pytest.mark.parametrize('path, version', [
+    ('/resource_providers/{rp}/allocations', '1.0'),
+    ('/resource_providers/{rp}/inventories', '1.0'),
+    ('/resource_providers/{rp}/inventories/VCPU', '1.0'),
+    ('/resource_providers/{rp}/traits', '1.6'),
+    ('/resource_providers/{rp}/aggregates', '1.19'),
+    ('/resource_providers?in_tree={rp}', '1.14'),
+    ('/usages?project_id=p&user_id=u', '1.9'),
+    ('/usages?project_id=p', '1.9'),
+])
+def test_statements_per_reporting_read(path, version):
+    """What every nova-compute reads for each of its providers (its
+    allocations every minute, the rest at each association refresh), and
+    quota counting per boot: one statement each, the provider's
+    generation joined in."""
+    w, rp = _one_provider()
+    with gabbits.app_and_engine_over_world(w) as (app, engine):
+        assert _put(app, str(uuid.uuid4()), rp, None).status_int == 204
+        with gabbits.statements_run(engine) as statements:
+            resp = webob.Request.blank(path.format(rp=rp), headers={
+                'x-auth-token': 'admin',
+                'openstack-api-version': 'placement %s' % version,
+            }).get_response(app)
+    assert resp.status_int == 200, resp.body
+    assert len(statements) == 1, statements
+
+
 def _kill_others(url):
     """End every other client connection of our user to this database
     (through an engine of its own: the app's pool must keep its
