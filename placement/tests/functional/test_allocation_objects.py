@@ -226,18 +226,25 @@ def test_simple_writers_start_again_after_a_deadlock(ctx, monkeypatch):
     assert [r[0] for r in rows] == [8]
 
 
+def _orphan_allocation(ctx, rp_uuid):
+    """An allocation of 1 VCPU on ``rp_uuid`` whose consumer has no row,
+    as releases before consumers were recorded wrote; its consumer."""
+    orphan = str(uuid.uuid4())
+    with ctx.engine.begin() as conn:
+        rp_id = conn.execute(sa.select(models.RP.c.id).where(
+            models.RP.c.uuid == rp_uuid)).scalar()
+        conn.execute(models.ALLOC.insert().values(
+            resource_provider_id=rp_id, consumer_id=orphan,
+            resource_class_id=0, used=1))
+    return orphan
+
+
 def test_allocations_without_a_consumer_row_are_not_deleted(ctx):
     # As reads ignore them, DELETE /allocations/{consumer} finds nothing
     # (404) for rows no consumer owns, and leaves them to the online
     # migration that makes their consumers.
     rp = _provider(ctx)
-    orphan = str(uuid.uuid4())
-    with ctx.engine.begin() as conn:
-        rp_id = conn.execute(sa.select(models.RP.c.id).where(
-            models.RP.c.uuid == rp)).scalar()
-        conn.execute(models.ALLOC.insert().values(
-            resource_provider_id=rp_id, consumer_id=orphan,
-            resource_class_id=0, used=1))
+    orphan = _orphan_allocation(ctx, rp)
     assert alloc_obj.delete_for_consumer(ctx, orphan) == 0
     assert consumer_obj.create_incomplete_consumers(ctx, 10) == (1, 1)
     assert alloc_obj.delete_for_consumer(ctx, orphan) == 1
@@ -255,13 +262,7 @@ def test_a_providers_allocations_leave_out_rows_without_a_consumer(ctx):
     rp = _provider(ctx)
     assert alloc_obj.get_by_provider(ctx, rp) == (0, [])
     alloc_obj.replace_all(ctx, [_write('c1', {rp: {'VCPU': 2}})])
-    orphan = str(uuid.uuid4())
-    with ctx.engine.begin() as conn:
-        rp_id = conn.execute(sa.select(models.RP.c.id).where(
-            models.RP.c.uuid == rp)).scalar()
-        conn.execute(models.ALLOC.insert().values(
-            resource_provider_id=rp_id, consumer_id=orphan,
-            resource_class_id=0, used=1))
+    _orphan_allocation(ctx, rp)
     generation, rows = alloc_obj.get_by_provider(ctx, rp)
     assert generation == _generation(ctx, rp) == 1
     assert [(r.consumer_uuid, r.resource_class, r.used) for r in rows] == [
