@@ -39,6 +39,10 @@ class Compute:
         self.lock = asyncio.Lock()
 
 
+# Seconds over which the computes of a storm start their services.
+STORM_START = 5.0
+
+
 class Stats:
     """Latencies and statuses per request kind, and the generator's own
     lateness per scheduled event."""
@@ -50,12 +54,36 @@ class Stats:
         self.late = []
         self.flows = collections.Counter()
         self.recording = False
+        # (seconds since the window opened at the send, kind, seconds,
+        # status) of every request recorded: the storm's timeline.
+        self.timeline = []
+        self.opened = None
 
-    def add(self, kind, seconds, status):
+    def add(self, kind, seconds, status, sent=None):
         self.issued[kind][status] += 1      # the whole run, drain included
         if self.recording:
             self.times[kind].append(seconds)
             self.status[kind][status] += 1
+            if sent is not None and self.opened is not None:
+                self.timeline.append((sent - self.opened, kind, seconds,
+                                      status))
+
+    def buckets(self, width):
+        """Per ``width`` seconds of the window: (start, requests, p99 of
+        all, p99 of candidates, 5xx)."""
+        rows = collections.defaultdict(list)
+        for at, kind, seconds, status in self.timeline:
+            rows[int(at // width)].append((kind, seconds, status))
+        out = []
+        for b in sorted(rows):
+            reqs = rows[b]
+            out.append((b * width, len(reqs),
+                        pct(sorted(t for _k, t, _s in reqs), 99),
+                        pct(sorted(t for k, t, _s in reqs
+                                   if k == 'candidates'), 99),
+                        sum(1 for _k, _t, st in reqs
+                            if st >= 500 or st == 0)))
+        return out
 
     def summary(self, elapsed):
         out = {}
@@ -117,7 +145,7 @@ class Replay:
                 data = resp.content
             except httpx.HTTPError:
                 status, data = 0, b''
-        self.stats.add(kind, time.perf_counter() - start, status)
+        self.stats.add(kind, time.perf_counter() - start, status, start)
         if status not in expect or kind not in DECODED:
             return status, None
         return status, json.loads(data) if data else None
@@ -318,10 +346,16 @@ class Replay:
         # last refreshed somewhere in the last REFRESH_EVERY periodics.
         c.refreshed = t - self.rnd.uniform(
             0, model.REFRESH_EVERY * period) + period / 2
-        while t < end:
+        storm = self.args.storm
+        while t < end or (storm and cold_at is not None and cold_at < end):
             if cold_at is not None and t >= cold_at:
-                c.refreshed, cold_at = -math.inf, None   # restarted
+                c.refreshed = -math.inf   # restarted: its caches empty
                 self.stats.flows['restart'] += 1
+                if storm:
+                    # A restarted nova-compute reports its tree as its
+                    # service starts, a few seconds in, then every period.
+                    t = cold_at + self.rnd.uniform(0, STORM_START)
+                cold_at = None
             await self.at(t + self.rnd.uniform(-0.01, 0.01) * period,
                           lambda: self.periodic(c))
             t += period
@@ -412,12 +446,16 @@ class Replay:
             end = self.start + warmup + duration
             cold = set(self.rnd.sample(range(len(self.computes)),
                                        min(restarts, len(self.computes))))
-            # Restarts in the window's first half: their cold refresh
-            # falls inside it.
+            # Restarts in the window's first half, their cold refresh
+            # inside it; a storm restarts them all at once, a tenth into
+            # the window.
+            def restart_at():
+                if a.storm:
+                    return self.start + warmup + duration / 10
+                return self.start + self.rnd.uniform(warmup,
+                                                     warmup + duration / 2)
             clocks = [self.compute_clock(
-                c, end, self.start + self.rnd.uniform(warmup, warmup +
-                                                      duration / 2)
-                if n in cold else None)
+                c, end, restart_at() if n in cold else None)
                 for n, c in enumerate(self.computes)]
             b = a.boots
             clocks += [
@@ -441,6 +479,7 @@ class Replay:
         before = self.on_window() if self.on_window else None
         cpu0 = time.process_time()
         self.stats.recording = True
+        self.stats.opened = time.perf_counter()
         t0 = self.loop.time()
         await asyncio.sleep(duration)
         self.stats.recording = False

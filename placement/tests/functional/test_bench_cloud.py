@@ -45,7 +45,7 @@ def _args(**kw):
     args = dict(time_scale=0.05, boots=2.0, deletes=0.5,
                 cold_migrations=0.5, live_migrations=0.5,
                 operator_lists=3.0, changes=0.3, connections=16,
-                timeout=30, seed=50)
+                timeout=30, seed=50, storm=False)
     args.update(kw)
     return argparse.Namespace(**args)
 
@@ -73,6 +73,32 @@ def test_replay_issues_every_kind_without_5xx():
     assert not [f for f in flows if f.startswith('error')], dict(flows)
     # Open loop: the generator started its events on time.
     assert replay.pct(sorted(rep.stats.late), 50) < 100
+
+
+def test_a_storm_restarts_every_compute_at_once():
+    """--storm: every compute node restarts a tenth into the window and
+    reads its whole tree again (in_tree, each provider's inventories,
+    traits and aggregates) within STORM_START; the window's timeline
+    counts every request recorded."""
+    with live_server.LiveServer(workers=2) as server:
+        api_world.load(_world(), api_world.Client(server.port), threads=4)
+        computes = asyncio.run(replay.discover(server.url, 6, 50))
+        rep = replay.Replay(server.url, computes,
+                            _args(storm=True, boots=0.0, time_scale=1.0))
+        asyncio.run(rep.run(8.0, warmup=0.2, restarts=6))
+    stats = rep.stats
+    assert stats.flows['restart'] == 6, dict(stats.flows)
+    # Before the storm nothing refreshes its associations (a period is
+    # 60 s); after it, each compute node read its tree and providers.
+    assert len(stats.times['in_tree']) == 6
+    assert len(stats.times['inventories']) == 6 * 5
+    storm = [at for at, kind, _t, _s in stats.timeline if kind == 'in_tree']
+    # (each periodic starts within 1% of a period of its time)
+    assert all(0.8 - 0.6 <= at <= 0.8 + replay.STORM_START + 1
+               for at in storm), storm
+    rows = stats.buckets(10)
+    assert sum(req for _start, req, *_ in rows) == sum(
+        len(t) for t in stats.times.values())
 
 
 def test_benchmarks_page_shows_the_model():
