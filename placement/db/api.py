@@ -197,6 +197,17 @@ def one_statement_reader(ctx):
                 dbapi_conn.autocommit = False
 
 
+def one_statement_reads(read):
+    """Decorator: ``read(ctx, conn, ...)`` is given ``ctx``'s
+    one_statement_reader connection (for functions whose every read is
+    one statement)."""
+    @functools.wraps(read)
+    def wrapper(ctx, *args, **kwargs):
+        with one_statement_reader(ctx) as conn:
+            return read(ctx, conn, *args, **kwargs)
+    return wrapper
+
+
 def unpinged_read(read):
     """``read()``, whose first checkout goes without the pool's ping
     (unpinged_checkout): a read is safe to ask again, so one that finds

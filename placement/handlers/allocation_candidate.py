@@ -1,6 +1,6 @@
 """GET /allocation_candidates: the ways a request could be allocated.
 
-Parse and validate the query (schemas + candidates.request), find the
+Parse and validate the query (schemas + lib_query), find the
 candidates (candidates.engine.find), then write the answer for the
 microversion asked (allocation_candidate_json).
 """
@@ -8,8 +8,8 @@ import webob.exc
 
 from placement import exception
 from placement.handlers import allocation_candidate_json as as_json
+from placement import lib_query
 from placement.objects.candidates import engine
-from placement.objects.candidates import request as ac_request
 from placement.policies import allocation_candidate as policies
 from placement.schemas import allocation_candidate as schema
 from placement import util
@@ -24,9 +24,9 @@ def parse_query(req, want):
     MultiDict): schema, then request groups; bad input raises the errors
     this resource answers with. Shared with the explain extension."""
     util.validate_query_params(req, schema.get_schema(want))
-    wide = ac_request.parse_wide(req.GET)
-    groups = ac_request.parse_groups(req.GET, want, wide)
-    ac_request.check_group_policy(groups, wide)
+    wide = lib_query.parse_wide(req.GET)
+    groups = lib_query.parse_groups(req.GET, want, wide)
+    lib_query.check_group_policy(groups, wide)
     return groups, wide
 
 

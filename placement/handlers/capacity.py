@@ -6,9 +6,9 @@ import webob
 import webob.exc
 
 from placement import exception
+from placement import lib_query
 from placement import microversion
 from placement.objects import capacity as capacity_obj
-from placement.objects.candidates import request as ac_request
 from placement.policies import ops as policies
 from placement.schemas import allocation_candidate as schema
 from placement import util
@@ -20,9 +20,9 @@ def parse_request(req):
     """(groups, wide) from ``req``'s query string; 400 when invalid."""
     util.validate_query_params(req, schema.get_schema(NEWEST))
     try:
-        wide = ac_request.parse_wide(req.GET)
-        groups = ac_request.parse_groups(req.GET, NEWEST, wide)
-        ac_request.check_group_policy(groups, wide)
+        wide = lib_query.parse_wide(req.GET)
+        groups = lib_query.parse_groups(req.GET, NEWEST, wide)
+        lib_query.check_group_policy(groups, wide)
     except exception.BadRequest as exc:
         raise util.http_error(webob.exc.HTTPBadRequest,
                               exc.format_message(),

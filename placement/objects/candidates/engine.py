@@ -39,8 +39,8 @@ USE_WORLD = True
                                 exception.TraitNotFound))
 def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
          strategy='depth-first', randomize=False, rendered_as=None):
-    """The allocation candidates for ``groups`` (request.RequestGroup by
-    suffix) and ``wide`` (request.RequestWide).
+    """The allocation candidates for ``groups`` (lib_query.RequestGroup by
+    suffix) and ``wide`` (lib_query.RequestWide).
 
     Returns (candidates, providers, has_trees): a list of
     model.Candidate, {id: model.Provider} for every provider of every
@@ -72,22 +72,22 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
 # limit=5 answer): the answer is a read, asked again on a checked
 # connection when the first finds the database gone.
 @db_api.unpinged
-def _find_in_world(ctx, groups, wide, rendered_as, options):
+@db_api.one_statement_reads
+def _find_in_world(ctx, conn, groups, wide, rendered_as, options):
     """find's answer from this process's world, or None when the SQL
     engine answers (see World.ready_to_answer)."""
-    with db_api.one_statement_reader(ctx) as conn:
-        the_world = world_mod.for_connection(conn)
-        how = the_world.ready_to_answer(ctx, conn) if the_world else None
-        if how is None:
-            return None
-        with the_world.lock:
-            # After waiting for this process's read: unless it failed (the
-            # database answers then).
-            if how == 'now' or the_world.loads:
-                the_world.refresh(ctx, conn)
-                return search.find_in_world(
-                    ctx, conn, the_world, groups, wide,
-                    rendered_as=rendered_as, **options)
+    the_world = world_mod.for_connection(conn)
+    how = the_world.ready_to_answer(ctx, conn) if the_world else None
+    if how is None:
+        return None
+    with the_world.lock:
+        # After waiting for this process's read: unless it failed (the
+        # database answers then).
+        if how == 'now' or the_world.loads:
+            the_world.refresh(ctx, conn)
+            return search.find_in_world(
+                ctx, conn, the_world, groups, wide,
+                rendered_as=rendered_as, **options)
     return None
 
 

@@ -113,7 +113,7 @@ class Engine:
 
 def explain(engine, groups, wide, names=(), sample=10):
     """The explanation (a JSON-able dict) of the query ``groups`` /
-    ``wide`` (request.RequestGroup by suffix, request.RequestWide).
+    ``wide`` (lib_query.RequestGroup by suffix, lib_query.RequestWide).
 
     ``names``: providers (uuid or name) to explain whatever their fate;
     ``sample``: how many others to explain. Raises what engine.find

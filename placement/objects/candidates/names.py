@@ -25,7 +25,7 @@ class Empty(Exception):
 
 
 class ResolvedGroup:
-    """A request group (request.RequestGroup ``rg``) with its names
+    """A request group (lib_query.RequestGroup ``rg``) with its names
     resolved to ids."""
 
     def __init__(self, rg, rc_ids, required, forbidden, member_of,
@@ -79,7 +79,7 @@ def root_traits(ctx, wide):
 
 
 def resolve(ctx, groups, agg_ids, engine):
-    """[ResolvedGroup] for ``groups`` (request.RequestGroup by suffix).
+    """[ResolvedGroup] for ``groups`` (lib_query.RequestGroup by suffix).
 
     :param agg_ids: {aggregate uuid: id} of every aggregate named.
     :param engine: the engine resolving: ``tree_root_of(uuid)`` (in_tree's

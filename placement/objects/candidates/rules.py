@@ -107,7 +107,7 @@ class Filter(typing.NamedTuple):
     """One filter of a request group: ``key``, its name in the query's
     words (a Verdict's rule, explain's step), explain's ``label``, and
     ``applies(rg, wide)``: whether the query asks it of the group
-    (request.RequestGroup, request.RequestWide)."""
+    (lib_query.RequestGroup, lib_query.RequestWide)."""
     key: str
     label: str
     applies: typing.Callable
