@@ -195,8 +195,10 @@ def _epoch_moved():
 def counters(conn):
     """(epoch, {slot: (seq, mark)}): where the change counters stand now;
     the epoch as (seq, mark) too."""
+    # .all(): the rows fetched at once, not one by one (every request
+    # reads these).
     current = {s: (n, m) for s, n, m in conn.execute(
-        sa.select(_SLOT.c.slot, _SLOT.c.seq, _SLOT.c.mark))}
+        sa.select(_SLOT.c.slot, _SLOT.c.seq, _SLOT.c.mark)).all()}
     return current.pop(EPOCH_SLOT, None), current
 
 
@@ -209,6 +211,8 @@ def behind(seen, current):
     it no longer holds them all (a slot moved on by ``KEEP`` or more), or
     ``seen`` is not in ``current``'s history (a slot back, or at the
     same count with another mark)."""
+    if seen == current:
+        return 0
     count = 0
     for s, (n, mark) in current.items():
         was, was_mark = seen.get(s, _NEVER)
