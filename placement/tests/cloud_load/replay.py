@@ -58,6 +58,9 @@ class Stats:
         # status) of every request recorded: the storm's timeline.
         self.timeline = []
         self.opened = None
+        # When the node restarted by bench-cloud --restart-node went down
+        # and answered again (seconds since the window opened).
+        self.node_down = self.node_up = None
 
     def add(self, kind, seconds, status, sent=None):
         self.issued[kind][status] += 1      # the whole run, drain included
