@@ -80,10 +80,8 @@ def _find_in_world(ctx, conn, groups, wide, rendered_as, options):
     how = the_world.ready_to_answer(ctx, conn) if the_world else None
     if how is None:
         return None
-    with the_world.lock:
-        # After waiting for this process's read: unless it failed (the
-        # database answers then).
-        if how == 'now' or the_world.loads:
+    with the_world.answering(how) as answers:
+        if answers:
             the_world.refresh(ctx, conn)
             return search.find_in_world(
                 ctx, conn, the_world, groups, wide,

@@ -389,8 +389,8 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
         monkeypatch, caplog, answered):
     """A node with no snapshot file reads a large world from a database
     server in a thread of its own; until it is done (or after it failed)
-    the SQL engine answers, and the same, but for the requests of the
-    process reading it, which wait; then the world answers."""
+    the SQL engine answers; the requests of the process reading it wait
+    for the read a little first (READ_WAITS); then the world answers."""
     release = threading.Event()
     reading = threading.Event()
     failures = []
@@ -421,29 +421,49 @@ def test_a_large_first_read_runs_apart_and_the_database_answers_meanwhile(
         first = tcw.twr.get(app, path, tcw.LATEST)
         assert answered == ['sql'] and first[0] == 200
         assert len(loader()) == 1 and reading.wait(30)
-        # While this process reads the world, a request waits for it.
-        waiting = threading.Thread(
-            target=lambda: answered.append(tcw.twr.get(app, path,
-                                                       tcw.LATEST)))
-        waiting.start()
-        waiting.join(0.5)
+        # While this process reads the world, a request waits for it
+        # READ_WAITS seconds at most; then the database answers it.
+        monkeypatch.setattr(world_settings, 'READ_WAITS', 1.0)
+        waiting = _request_in_thread(app, path, answered)
+        waiting.join(0.3)
         assert waiting.is_alive() and answered == ['sql']
-        # The read fails: logged; the waiting request is answered from
-        # the database, and the next request starts another read.
+        waiting.join(30)
+        assert not waiting.is_alive() and answered[1:] == ['sql', first]
+        # The read fails: logged, and the next request starts another
+        # read, the database answering it.
         failures.append('the database went away')
         release.set()
         loader()[0].join(30)
-        waiting.join(30)
-        assert answered[1:] == ['sql', first]
         assert 'reading the world failed' in caplog.text
         release.clear()
+        reading.clear()
         assert tcw.twr.get(app, path, tcw.LATEST) == first
         assert answered[-1] == 'sql' and len(loader()) == 1
+        # A read done within READ_WAITS: the waiting request has the
+        # world's answer.
+        assert reading.wait(30)
+        monkeypatch.setattr(world_settings, 'READ_WAITS', 30)
+        del answered[:]
+        waiting = _request_in_thread(app, path, answered)
+        waiting.join(0.3)
+        assert waiting.is_alive() and not answered
         release.set()
-        loader()[0].join(30)
+        waiting.join(30)
+        assert answered == ['world', first]
+        for thread in loader():
+            thread.join(30)
         assert tcw.twr.get(app, path, tcw.LATEST) == first
         assert answered[-1] == 'world'
         assert not loader()
+
+
+def _request_in_thread(app, path, answered):
+    """The candidates request ``path`` in a thread of its own, appending
+    its answer to ``answered``."""
+    thread = threading.Thread(target=lambda: answered.append(
+        tcw.twr.get(app, path, tcw.LATEST)))
+    thread.start()
+    return thread
 
 
 @pytest.mark.parametrize('stale', ['new epoch', 'far behind'])

@@ -23,6 +23,7 @@ Who answers while a world is first loaded is decided here too
 answering meanwhile, so that a world's states -- unloaded, loading apart,
 loaded -- are one object's.
 """
+import contextlib
 import threading
 import time
 
@@ -172,9 +173,9 @@ class Freshness:
         started it, and those of processes waiting for another's file,
         are answered by the SQL engine -- from the database, so as fresh.
         The later requests of the process reading the world wait for it
-        (on the world's lock): answering them from the database would
-        take the CPU the read needs (a node answering every request so
-        took 29 s, not 8, to have every worker loaded). So does a long
+        ('after', see ``answering``) a little, then the database answers
+        them too: a read of a million providers under traffic took 27 s,
+        and a request waiting for it all of that. So does a long
         catch-up from the node's file, unless candidates are randomized.
         A world half read never answers."""
         if self.loads:
@@ -197,6 +198,20 @@ class Freshness:
                          args=(conn.engine, ctx.config, _STARTED.answered),
                          daemon=True).start()
         return None
+
+    @contextlib.contextmanager
+    def answering(self, how):
+        """The world's lock, held while it answers; yields whether it
+        does. ``how`` is ready_to_answer's: 'now' waits for the lock;
+        'after' waits READ_WAITS seconds at most for this process's read,
+        and the database answers if it is not done by then (or failed)."""
+        got = self.lock.acquire(
+            timeout=-1 if how == 'now' else settings.READ_WAITS)
+        try:
+            yield got and (how == 'now' or self.loads)
+        finally:
+            if got:
+                self.lock.release()
 
     def _load_apart(self, engine, config, answered):
         """The first load of this world, on a connection of its own, once

@@ -39,6 +39,9 @@ SHARED_DIR = node_file.default_directory()
 # Seconds a first load run apart waits for the request that started it
 # to be answered from the database.
 LOAD_WAITS = 5.0
+# Seconds a request of the process reading its world waits for the read
+# before the database answers it (World.answering).
+READ_WAITS = 0.5
 # (key, render): what renders a model.Tree's provider summaries for the
 # node's snapshot file (rendering.render_trees_with).
 RENDERER = None
