@@ -3,11 +3,15 @@
 The same sample of requests goes to each (both serving one database, no
 writes in between); bodies are compared as JSON with lists sorted, since
 neither promises an order. A status differing counts as a difference,
-and every 5xx is kept with the service that gave it.
+and every 5xx is kept with the service that gave it. Each answer is also
+timed (sent to the last byte; the services asked in turns, the first of
+each request alternating), for the median per read and service.
 """
 import collections
 import json
 import random
+import statistics
+import time
 
 import httpx
 
@@ -53,20 +57,26 @@ def sample(computes, consumers, projects, size, seed):
 
 def compare(urls, requests):
     """{label: {'same': n, 'differ': n, 'statuses': {impl: Counter},
-    'example': first difference}}."""
+    'example': first difference, 'ms': {impl: median ms}}}."""
     out = collections.OrderedDict()
+    times = collections.defaultdict(list)
     with httpx.Client(timeout=600) as client:
-        for label, method, path, version in requests:
+        for i, (label, method, path, version) in enumerate(requests):
             row = out.setdefault(label, {
                 'same': 0, 'differ': 0, 'example': None,
                 'statuses': {n: collections.Counter() for n in urls}})
             answers = {}
-            for name, url in urls.items():
+            order = list(urls.items())
+            if i % 2:
+                order.reverse()
+            for name, url in order:
                 headers = {'x-auth-token': 'admin',
                            'accept': 'application/json'}
                 if version:
                     headers['openstack-api-version'] = 'placement ' + version
+                start = time.perf_counter()
                 resp = client.request(method, url + path, headers=headers)
+                times[label, name].append(time.perf_counter() - start)
                 row['statuses'][name][resp.status_code] += 1
                 try:
                     body = _norm(resp.json()) if resp.status_code < 300 \
@@ -83,4 +93,7 @@ def compare(urls, requests):
                     row['example'] = '%s %s: %s' % (
                         method, path, {n: (s, json.dumps(b)[:160])
                                        for n, (s, b) in answers.items()})
+    for label, row in out.items():
+        row['ms'] = {n: statistics.median(times[label, n]) * 1000
+                     for n in urls}
     return out
