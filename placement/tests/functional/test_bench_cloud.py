@@ -4,12 +4,18 @@ figures: every request kind of the load model issued, none answered 5xx;
 and the benchmarks page's table is the model's."""
 import argparse
 import asyncio
+import importlib.machinery
+import importlib.util
 import os
+import threading
+import types
 
 import pytest
 
+from placement.tests.cloud_load import compare
 from placement.tests.cloud_load import model
 from placement.tests.cloud_load import replay
+from placement.tests import db as test_db
 from placement.tests.functional import api_world
 from placement.tests.functional import candidate_worlds
 from placement.tests.functional import live_server
@@ -99,6 +105,63 @@ def test_a_storm_restarts_every_compute_at_once():
     rows = stats.buckets(10)
     assert sum(req for _start, req, *_ in rows) == sum(
         len(t) for t in stats.times.values())
+
+
+def _bench_cloud():
+    """tools/bench-cloud, a script without a suffix, as a module."""
+    path = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                        'tools', 'bench-cloud')
+    loader = importlib.machinery.SourceFileLoader('bench_cloud', path)
+    module = importlib.util.module_from_spec(
+        importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_a_node_restarted_under_the_traffic(capsys):
+    """--restart-node: the node is stopped and started again over the
+    same database while the replay goes on; the requests sent once it
+    answers again are answered, and the report shows the window around
+    the restart and how the workers took up the world."""
+    tool = _bench_cloud()
+    db = test_db.TestDatabase(migrate=True)
+    try:
+        with live_server.LiveServer(workers=2, db_url=db.url) as server:
+            api_world.load(_world(), api_world.Client(server.port),
+                           threads=4)
+            computes = asyncio.run(replay.discover(server.url, 6, 50))
+            rep = replay.Replay(server.url, computes,
+                                _args(operator_lists=0.0))
+            side = types.SimpleNamespace(server=server, cold_restart=False)
+            threading.Timer(1.5, tool.Side.restart,
+                            (side, rep.stats)).start()
+            asyncio.run(rep.run(7.0, warmup=0.2, prime=2))
+            rep.stats.node_log = ['a line of the node']
+    finally:
+        db.drop()
+    stats = rep.stats
+    assert 0 < stats.node_down < stats.node_up < 7.0
+    after = [st for at, _k, _t, st in stats.timeline if at >= stats.node_up]
+    assert after and all(200 <= st < 500 for st in after), after
+    tool.restart_report({'ours': {'stats': stats}})
+    out = capsys.readouterr().out
+    assert 'the node restarted at' in out and 'node: a line' in out
+
+
+def test_the_reporting_reads_are_compared_and_timed():
+    """--compare: each reporting read sent to both services in turns,
+    the answers compared and each service's median time kept."""
+    with live_server.LiveServer(workers=1) as server:
+        api_world.load(_world(), api_world.Client(server.port), threads=4)
+        computes = asyncio.run(replay.discover(server.url, 6, 50))
+        reqs = compare.sample(computes, [], [], 3, 50)
+        out = compare.compare({'a': server.url, 'b': server.url}, reqs)
+    assert set(out) == {'in_tree', 'inventories', 'traits', 'aggregates',
+                        'rp_allocations'}
+    for row in out.values():
+        assert row['same'] == 3 and row['differ'] == 0
+        assert set(row['ms']) == {'a', 'b'}
+        assert all(ms > 0 for ms in row['ms'].values())
 
 
 def test_benchmarks_page_shows_the_model():
