@@ -16,9 +16,10 @@ and to upstream); which one runs is chosen here, and only here:
   a cold node answers in a second, not after the seven a million
   providers take).
 
-The world search applies the rules of rules.py; the SQL engine restates
-them as SQL terms named after them, which only the differential tests
-hold to rules.py. Both hand their groups to the same combiner
+The world search applies the rules of rules.py and the ``*_rules.py``
+modules it calls; the SQL engine their SQL forms, defined beside them
+(test_rulebook_agreement.py holds the two to each other). Both are
+sources of one walk (walk.py) and hand their groups to the same combiner
 (combine.py). Explain (explain.py) reads the same world through
 ``snapshot``.
 """
