@@ -33,9 +33,9 @@ that it answers as without it (test_candidate_gather.py):
 * ``sql_request.Request.windows``: under a limit, step 1 is run for a first window of
   roots, then for the rest if the limit is not met, so a small limit does
   not gather every fitting provider's rows;
-* ``_MIN_BATCH``: trees are read and combined in growing batches of
-  anchors (``Database.ready``), so a limit is met without reading every
-  tree;
+* ``_MIN_BATCH``: trees are read and combined in batches of anchors
+  sized by the rate candidates come (``Database.ready``), so a limit is
+  met without reading every tree, nor twice the trees it needs;
 * ``sql_request._dense``: many close roots are read by id range rather than by list.
 """
 import bisect
@@ -135,16 +135,23 @@ class Database:
 
     def ready(self, anchors, groups, cap, found, breadth_first):
         """``anchors`` in batches, each one's trees read before it is
-        combined: under a cap the first holds _MIN_BATCH or twice the
-        candidates still wanted, each next four times more."""
-        batch = len(anchors)
-        if cap is not None and not breadth_first:
-            batch = max(_MIN_BATCH, 2 * (cap - len(found)))
+        combined. Under a cap the first holds a quarter more anchors than
+        candidates still wanted (at least _MIN_BATCH), each next as many
+        as the rate of candidates per anchor so far says are still
+        needed, a quarter more (four times the last when none came)."""
+        if cap is None or breadth_first:
+            self._read(anchors, groups)
+            yield anchors
+            return
+        start, read = len(found), 0
+        batch = _more(cap - start, 1.0)
         while anchors:
             now, anchors = anchors[:batch], anchors[batch:]
-            batch *= 4
             self._read(now, groups)
             yield now
+            read += len(now)
+            rate = (len(found) - start) / read
+            batch = _more(cap - len(found), rate) if rate else 4 * batch
 
     def searches(self, nested_aware):
         return None
@@ -177,6 +184,12 @@ class Database:
             [a for a in self._anchors if a not in self._drawn],
             self._sharing - set(self.models)))
         return self._anchors
+
+
+def _more(wanted, rate):
+    """How many anchors to read for ``wanted`` candidates at ``rate``
+    candidates per anchor: a quarter more, at least _MIN_BATCH."""
+    return max(_MIN_BATCH, int(wanted / rate * 1.25) + 1)
 
 
 def _sharing_listed(gatherer, cgroups):
