@@ -61,6 +61,8 @@ class Stats:
         # When the node restarted by bench-cloud --restart-node went down
         # and answered again (seconds since the window opened).
         self.node_down = self.node_up = None
+        # What the restarted node logged of its workers and their world.
+        self.node_log = []
 
     def add(self, kind, seconds, status, sent=None):
         self.issued[kind][status] += 1      # the whole run, drain included
@@ -73,7 +75,7 @@ class Stats:
 
     def buckets(self, width):
         """Per ``width`` seconds of the window: (start, requests, p99 of
-        all, p99 of candidates, 5xx)."""
+        all, p99 of candidates, 5xx, the longest), in ms."""
         rows = collections.defaultdict(list)
         for at, kind, seconds, status in self.timeline:
             rows[int(at // width)].append((kind, seconds, status))
@@ -85,7 +87,8 @@ class Stats:
                         pct(sorted(t for k, t, _s in reqs
                                    if k == 'candidates'), 99),
                         sum(1 for _k, _t, st in reqs
-                            if st >= 500 or st == 0)))
+                            if st >= 500 or st == 0),
+                        max(t for _k, t, _s in reqs) * 1000))
         return out
 
     def summary(self, elapsed):
