@@ -68,7 +68,8 @@ def _with_connect_timeout(url, parameters):
     return '%s&%s' % (parameters, extra) if parameters else extra
 
 
-def _facade_options(conf):
+def facade_options(conf):
+    """The enginefacade's options for ``conf`` (configure_with's)."""
     url = placement_conf.database_url(conf)
     db = conf.placement_database
     options = dict(
@@ -106,7 +107,12 @@ def configure(conf):
     the previous one's pooled connections; the same options keep the
     current engines (and an in-memory SQLite database's contents).
     """
-    options = _facade_options(conf)
+    configure_with(facade_options(conf))
+
+
+def configure_with(options):
+    """configure, with facade_options made already (a process of the
+    node's that reads the world for the workers is given them)."""
     if options == _CONFIGURED['options']:
         return
     facade_options = dict(options)

@@ -25,10 +25,23 @@ import atexit  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
+import pytest  # noqa: E402
+
 if not os.environ.get('OS_CANDIDATES__WORLD_DIR'):
     _WORLD_DIR = tempfile.mkdtemp(prefix='placement-test-worlds-')
     os.environ['OS_CANDIDATES__WORLD_DIR'] = _WORLD_DIR
     atexit.register(shutil.rmtree, _WORLD_DIR, True)
+
+
+@pytest.fixture(autouse=True)
+def world_files_written_in_process(monkeypatch):
+    """In the tests' own process a worker's node file is written in a
+    thread of it, where a test's patches of the reads apply; servers the
+    tests start write it by a process of their own, as deployed
+    (test_world_shared.py turns that on in process too)."""
+    from placement.objects.candidates.world import settings
+    monkeypatch.setattr(settings, 'WRITE_IN_A_PROCESS', False)
+
 
 # Some tests run once, in the SQLite run, not again on PostgreSQL and
 # MariaDB: those that reach no database (every test under unit/, held to
@@ -36,9 +49,6 @@ if not os.environ.get('OS_CANDIDATES__WORLD_DIR'):
 # ``pytestmark = pytest.mark.once('why')`` (the browser tests, whose
 # endpoints have gabbi tests on every database; tools run on SQLite
 # whatever the run's database). The server runs deselect them.
-import pytest  # noqa: E402
-
-
 def pytest_configure(config):
     config.addinivalue_line(
         'markers', 'once(why): run in the SQLite run only (the test '

@@ -23,6 +23,7 @@ from placement.db import change_triggers
 from placement.objects.candidates import model
 from placement.objects.candidates import node_file
 from placement.objects.candidates import world as world_mod
+from placement.objects.candidates.world import apart
 from placement.objects.candidates.world import settings as world_settings
 from placement.objects import changes
 from placement.tests.functional import candidate_worlds as cw
@@ -273,7 +274,7 @@ def test_past_twice_the_threshold_or_after_a_failed_renewal_the_request_reads(
             _renewed(first)
             assert _vcpu(first, a) == (16, used)
         if _renews_apart(engine):
-            assert 'renewing %s failed' % first.base.path in caplog.text
+            assert 'writing %s failed' % first.base.path in caplog.text
         assert full_reads == [first, first] and not first.changed
         old = first.base.ino
         for i in range(8):
@@ -759,3 +760,96 @@ def test_a_node_file_truncated_under_a_worker_is_left_unread(shared, caplog):
             assert world_mod.for_connection(conn).base.intact()
     assert any(r.levelname == 'WARNING' and path in r.getMessage()
                for r in caplog.records)
+
+# The node's file written by a process of its own (world/apart.py): a
+# worker that would read a whole large world, or renew the node's file,
+# has a process started at a lower priority do it and takes the file up
+# when it is done, answering meanwhile as above. Where no process can be
+# started, or it fails, the worker writes the file in its thread. (The
+# other tests here have it written in their thread, where their patches
+# of the reads apply: tests/conftest.py.)
+
+
+@pytest.fixture
+def in_a_process(monkeypatch, shared):
+    monkeypatch.setattr(world_settings, 'WRITE_IN_A_PROCESS', True)
+    return shared
+
+
+def _loads():
+    return [t for t in threading.enumerate()
+            if t.name in ('placement-world-load', 'placement-world-renew')]
+
+
+def _written_by(caplog):
+    """The processes that wrote a node file, as their log lines say."""
+    return [int(r.getMessage().split()[3]) for r in caplog.records
+            if r.getMessage().startswith('Allocation candidates: process ')]
+
+
+def test_a_large_first_read_is_written_by_a_process_of_its_own(
+        in_a_process, full_reads, answered, caplog):
+    caplog.set_level('INFO')
+    world, path = _six_hosts()
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        first = tcw.twr.get(app, path, tcw.LATEST)
+        assert first[0] == 200
+        if engine.dialect.name == 'sqlite':
+            assert answered == ['world'] and not _written_by(caplog)
+            return
+        assert answered == ['sql']
+        for thread in _loads():
+            thread.join(60)
+        # The file is the other process's; this one mapped it and read
+        # no provider itself.
+        writers = _written_by(caplog)
+        assert len(writers) == 1 and writers[0] != os.getpid()
+        assert len(_files(in_a_process)) == 1 and not full_reads
+        assert tcw.twr.get(app, path, tcw.LATEST) == first
+        assert answered == ['sql', 'world']
+
+
+def test_a_renewal_is_written_by_a_process_of_its_own(
+        in_a_process, full_reads, caplog):
+    caplog.set_level('INFO')
+    with _app_and_engine() as (app, engine):
+        cloud, a = _cloud_of_one(app, vcpu=8)
+        first = _process(engine)
+        old = first.base.ino
+        more = []
+        while first._renewal is None and len(full_reads) == 1:
+            assert len(more) < 10
+            more.append(cloud.provider('p%d' % len(more)))
+            _refresh(first, engine)
+        if not _renews_apart(engine):
+            assert full_reads == [first, first] and not _written_by(caplog)
+            return
+        _renewed(first)
+        # Written by the other process: no second read in this one.
+        assert full_reads == [first]
+        assert _written_by(caplog)[0] != os.getpid()
+        cloud.allocate(str(uuidlib.uuid4()), a, VCPU=2)
+        _refresh(first, engine)
+        assert first.base.ino != old and full_reads == [first]
+        assert _vcpu(first, a) == (8, 2) and all(
+            p in first.by_uuid for p in more)
+
+
+@pytest.mark.parametrize('python', ['/nonexistent/python3', '/bin/false'])
+def test_where_no_process_can_write_the_worker_reads_itself(
+        in_a_process, full_reads, answered, caplog, monkeypatch, python):
+    """An interpreter that cannot be started, or a process that fails:
+    logged, and the worker reads the world in its thread."""
+    monkeypatch.setattr(apart, 'interpreter', lambda: python)
+    world, path = _six_hosts()
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        first = tcw.twr.get(app, path, tcw.LATEST)
+        if engine.dialect.name == 'sqlite':
+            assert answered == ['world']
+            return
+        for thread in _loads():
+            thread.join(60)
+        assert 'this one reads the world' in caplog.text
+        assert len(full_reads) == 1
+        assert tcw.twr.get(app, path, tcw.LATEST) == first
+        assert answered == ['sql', 'world']

@@ -35,6 +35,7 @@ from placement import context as placement_context
 from placement.db import models
 from placement.objects.candidates import node_file
 from placement.objects.candidates import snapshot
+from placement.objects.candidates.world import apart
 from placement.objects.candidates.world import settings
 from placement.objects.candidates.world import store
 from placement.objects import changes
@@ -71,32 +72,6 @@ def answered_from_database():
     if answered is not None:
         _STARTED.answered = None
         answered.set()
-
-
-def renew_node_file(world_class, path, ino, engine, config, mysql):
-    """World._renew_apart's thread: write the node's file at ``path``
-    again from the database, unless another process did since it was
-    ``ino`` (its thread waited for the file's lock meanwhile), with a
-    scratch world of ``world_class``."""
-    start = time.perf_counter()
-    ctx = placement_context.admin_context(config)
-    scratch = world_class()
-    scratch._mysql = mysql
-    try:
-        with node_file.locked(path):
-            if node_file.inode(path) != ino:
-                return
-            with engine.connect() as conn:
-                epoch, current = changes.counters(conn)
-                scratch._write_node_file(
-                    ctx, path, scratch._read_snapshot(conn, epoch, current))
-    except Exception:
-        LOG.exception('Allocation candidates: renewing %s failed; the '
-                      'next request past the threshold reads the world '
-                      'itself.', path)
-        return
-    LOG.info('Allocation candidates: renewed %s from the database in '
-             '%.3f s.', path, time.perf_counter() - start)
 
 
 def catches_up(snap, epoch, current):
@@ -220,6 +195,10 @@ class Freshness:
         three when it shares the interpreter with the read."""
         answered.wait(settings.LOAD_WAITS)
         ctx = placement_context.admin_context(config)
+        if self._file_to_write is not None:
+            # A whole read: by a process of its own, into the node's file
+            # this process then takes up; here if none can.
+            apart.write_in_a_process(*self._file_to_write, engine, config)
         with self.lock:
             try:
                 with engine.connect() as conn:
@@ -279,7 +258,7 @@ class Freshness:
         if self._renewal is not None and self._renewal[0] == ino:
             return self._renewal[1].is_alive()
         thread = threading.Thread(
-            target=renew_node_file, name='placement-world-renew',
+            target=apart.renew_apart, name='placement-world-renew',
             args=(type(self), path, ino, conn.engine, config, self._mysql),
             daemon=True)
         self._renewal = (ino, thread)
@@ -297,11 +276,12 @@ class Freshness:
         since the node's file. (An embedded SQLite file is for small
         clouds, and a read in another thread there makes the requests'
         connections wait for its locks.)"""
+        self._file_to_write = None
         if self.loads or conn.dialect.name == 'sqlite':
             return False
         if settings.SHARED_DIR and node_file.shareable(conn.engine):
-            snap = node_file.open_file(node_file.path_for(settings.SHARED_DIR,
-                                                        conn.engine))
+            path = node_file.path_for(settings.SHARED_DIR, conn.engine)
+            snap = node_file.open_file(path)
             # For the load that follows: checked once (its checksum).
             self._opened = snap
             # A file too old to catch up from is read again, whole.
@@ -318,6 +298,8 @@ class Freshness:
                 ids = changes.logged(conn, snap.slots, current)
                 return ids is not None and \
                     len(ids) >= settings.CATCH_UP_APART_FROM
+            # Read whole, if long: the node's file made anew (_load_apart).
+            self._file_to_write = (path, node_file.inode(path))
         return conn.execute(sa.select(sa.func.count()).select_from(
             models.RP)).scalar() >= settings.READ_APART_FROM
 
