@@ -3,13 +3,14 @@
 Reading every provider of a large world and writing the node's file is
 seconds of CPU. In a thread of a worker it holds that worker's
 interpreter lock half the time, so every request the worker serves
-meanwhile takes twice as long, and it takes the node's CPUs at the
-workers' priority. A process started for it, from the interpreter the
-worker runs and at a lower priority (``NICENESS``), leaves both to the
-requests: it reads and writes the file under the file's lock, as a
-worker would (``freshness.renew_node_file``), and the workers then take
-the file up and catch up from the change log, as they take up any file
-another process of the node wrote.
+meanwhile takes twice as long. A process started for it, from the
+interpreter the worker runs, leaves the lock to the requests: it reads
+and writes the file under the file's lock, as a worker would
+(``renew_node_file``), and the workers then take the file up and catch
+up from the change log, as they take up any file another process of the
+node wrote. (At the workers' CPU priority: niced, it read for three
+times as long on a busy node, the database answering the candidates
+meanwhile at a far higher cost than the world.)
 
 Where no such process can be started (no interpreter found: a server
 embedding Python under another name, or ``settings.WRITE_IN_A_PROCESS``
@@ -34,8 +35,6 @@ from placement.objects.candidates.world import settings
 
 LOG = logging.getLogger(__name__)
 
-# How much lower than the workers' the process's CPU priority is.
-NICENESS = 10
 # What the process runs (a module run with -m would be imported twice),
 # given the World class to write with.
 _MAIN = ('from placement.objects.candidates.world import apart, registry; '
@@ -131,7 +130,6 @@ def write_in_a_process(path, ino, engine, config):
 def main(world_class):
     """The process: write_in_a_process's order on standard input; status
     0 when the file is written (or another process wrote it meanwhile)."""
-    os.nice(NICENESS)
     std_logging.basicConfig(
         stream=sys.stderr, level=std_logging.INFO,
         format='%(asctime)s %(process)d %(levelname)s %(name)s '
