@@ -36,11 +36,11 @@ if not os.environ.get('OS_CANDIDATES__WORLD_DIR'):
 @pytest.fixture(autouse=True)
 def world_files_written_in_process(monkeypatch):
     """In the tests' own process a worker's node file is written in a
-    thread of it, where a test's patches of the reads apply; servers the
-    tests start write it by a process of their own, as deployed
-    (test_world_shared.py turns that on in process too)."""
+    thread of it, where a test's patches of the reads apply, whatever the
+    world's size (test_world_shared.py has it written by a process of
+    its own)."""
     from placement.objects.candidates.world import settings
-    monkeypatch.setattr(settings, 'WRITE_IN_A_PROCESS', False)
+    monkeypatch.setattr(settings, 'WRITE_IN_A_PROCESS_FROM', None)
 
 
 # Some tests run once, in the SQLite run, not again on PostgreSQL and

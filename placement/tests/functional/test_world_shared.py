@@ -772,7 +772,7 @@ def test_a_node_file_truncated_under_a_worker_is_left_unread(shared, caplog):
 
 @pytest.fixture
 def in_a_process(monkeypatch, shared):
-    monkeypatch.setattr(world_settings, 'WRITE_IN_A_PROCESS', True)
+    monkeypatch.setattr(world_settings, 'WRITE_IN_A_PROCESS_FROM', 0)
     return shared
 
 
@@ -853,3 +853,21 @@ def test_where_no_process_can_write_the_worker_reads_itself(
         assert len(full_reads) == 1
         assert tcw.twr.get(app, path, tcw.LATEST) == first
         assert answered == ['sql', 'world']
+
+
+def test_a_world_under_the_threshold_is_written_by_the_worker_itself(
+        in_a_process, full_reads, answered, caplog, monkeypatch):
+    """Starting a process costs about a second of CPU: a world of fewer
+    providers than WRITE_IN_A_PROCESS_FROM is read in the worker's
+    thread."""
+    caplog.set_level('INFO')
+    monkeypatch.setattr(world_settings, 'WRITE_IN_A_PROCESS_FROM', 7)
+    world, path = _six_hosts()
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        first = tcw.twr.get(app, path, tcw.LATEST)
+        for thread in _loads():
+            thread.join(60)
+        assert not _written_by(caplog)
+        assert len(full_reads) == 1 and len(_files(in_a_process)) == 1
+        assert tcw.twr.get(app, path, tcw.LATEST) == first
+        assert answered[-1] == 'world'

@@ -12,10 +12,10 @@ node wrote. (At the workers' CPU priority: niced, it read for three
 times as long on a busy node, the database answering the candidates
 meanwhile at a far higher cost than the world.)
 
-Where no such process can be started (no interpreter found: a server
-embedding Python under another name, or ``settings.WRITE_IN_A_PROCESS``
-off), or it fails, the file is written in the worker's thread
-(``renew_node_file``).
+Smaller worlds (``settings.WRITE_IN_A_PROCESS_FROM``), and where no such
+process can be started (no interpreter found: a server embedding Python
+under another name) or it fails, have the file written in the worker's
+thread (``renew_node_file``).
 """
 import importlib
 import json
@@ -80,19 +80,22 @@ def renew_node_file(world_class, path, ino, engine, config, mysql):
     return True
 
 
-def renew_apart(world_class, path, ino, engine, config, mysql):
-    """renew_node_file, in a process of its own when one can be started
-    (write_in_a_process), else here."""
-    if not write_in_a_process(path, ino, engine, config):
+def renew_apart(world_class, path, ino, engine, config, mysql, providers):
+    """renew_node_file, in a process of its own for a world of
+    ``providers`` when one is due and can be started (write_in_a_process),
+    else here."""
+    if not write_in_a_process(path, ino, engine, config, providers):
         renew_node_file(world_class, path, ino, engine, config, mysql)
 
 
-def write_in_a_process(path, ino, engine, config):
+def write_in_a_process(path, ino, engine, config, providers):
     """Have a process of its own write the node's file at ``path`` from
     the database of ``engine``, unless another process wrote it since it
     was ``ino``; wait for it. True when the file was so written; False
-    when no process could write it (the caller then writes here)."""
-    exe = interpreter() if settings.WRITE_IN_A_PROCESS else None
+    when the world's ``providers`` are too few for it, or no process
+    could write it (the caller then writes here)."""
+    least = settings.WRITE_IN_A_PROCESS_FROM
+    exe = None if least is None or providers < least else interpreter()
     if exe is None:
         return False
     options = db_api.facade_options(config) if config is not None else {}

@@ -198,7 +198,8 @@ class Freshness:
         if self._file_to_write is not None:
             # A whole read: by a process of its own, into the node's file
             # this process then takes up; here if none can.
-            apart.write_in_a_process(*self._file_to_write, engine, config)
+            path, ino, providers = self._file_to_write
+            apart.write_in_a_process(path, ino, engine, config, providers)
         with self.lock:
             try:
                 with engine.connect() as conn:
@@ -259,7 +260,8 @@ class Freshness:
             return self._renewal[1].is_alive()
         thread = threading.Thread(
             target=apart.renew_apart, name='placement-world-renew',
-            args=(type(self), path, ino, conn.engine, config, self._mysql),
+            args=(type(self), path, ino, conn.engine, config, self._mysql,
+                  self.base.n),
             daemon=True)
         self._renewal = (ino, thread)
         thread.start()
@@ -300,8 +302,11 @@ class Freshness:
                     len(ids) >= settings.CATCH_UP_APART_FROM
             # Read whole, if long: the node's file made anew (_load_apart).
             self._file_to_write = (path, node_file.inode(path))
-        return conn.execute(sa.select(sa.func.count()).select_from(
-            models.RP)).scalar() >= settings.READ_APART_FROM
+        count = conn.execute(sa.select(sa.func.count()).select_from(
+            models.RP)).scalar()
+        if self._file_to_write is not None:
+            self._file_to_write += (count,)
+        return count >= settings.READ_APART_FROM
 
     def read_all(self, ctx, conn):
         """Read every provider, with no change check: a world of its own

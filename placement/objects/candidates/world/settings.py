@@ -39,9 +39,11 @@ SHARED_DIR = node_file.default_directory()
 # Seconds a first load run apart waits for the request that started it
 # to be answered from the database.
 LOAD_WAITS = 5.0
-# Whether the node's file is written by a process of its own when a
-# worker would read the whole world (apart.write_in_a_process).
-WRITE_IN_A_PROCESS = True
+# Worlds of at least this many providers have the node's file written
+# by a process of its own, not a worker's thread, when read whole or
+# renewed (apart.write_in_a_process): starting the process costs about a
+# second of CPU, as much as reading 100,000 providers. None: never.
+WRITE_IN_A_PROCESS_FROM = 100000
 # Seconds a request of the process reading its world waits for the read
 # before the database answers it (World.answering).
 READ_WAITS = 0.5
