@@ -8,9 +8,9 @@ interpreter the worker runs, leaves the lock to the requests: it reads
 and writes the file under the file's lock, as a worker would
 (``renew_node_file``), and the workers then take the file up and catch
 up from the change log, as they take up any file another process of the
-node wrote. (At the workers' CPU priority: niced, it read for three
-times as long on a busy node, the database answering the candidates
-meanwhile at a far higher cost than the world.)
+node wrote. It runs at the workers' CPU priority: niced, it read for
+longer on a busy node, and the database answered candidates meanwhile
+at a far higher cost than the world (figures: doc/source/benchmarks.rst).
 
 Smaller worlds (``settings.WRITE_IN_A_PROCESS_FROM``), and where no such
 process can be started (no interpreter found: a server embedding Python

@@ -281,6 +281,7 @@ class Freshness:
         self._file_to_write = None
         if self.loads or conn.dialect.name == 'sqlite':
             return False
+        write = None
         if settings.SHARED_DIR and node_file.shareable(conn.engine):
             path = node_file.path_for(settings.SHARED_DIR, conn.engine)
             snap = node_file.open_file(path)
@@ -300,12 +301,12 @@ class Freshness:
                 ids = changes.logged(conn, snap.slots, current)
                 return ids is not None and \
                     len(ids) >= settings.CATCH_UP_APART_FROM
-            # Read whole, if long: the node's file made anew (_load_apart).
-            self._file_to_write = (path, node_file.inode(path))
+            write = (path, node_file.inode(path))
         count = conn.execute(sa.select(sa.func.count()).select_from(
             models.RP)).scalar()
-        if self._file_to_write is not None:
-            self._file_to_write += (count,)
+        if write is not None:
+            # Read whole, if long: the node's file made anew (_load_apart).
+            self._file_to_write = write + (count,)
         return count >= settings.READ_APART_FROM
 
     def read_all(self, ctx, conn):

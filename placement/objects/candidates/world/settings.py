@@ -41,8 +41,8 @@ SHARED_DIR = node_file.default_directory()
 LOAD_WAITS = 5.0
 # Worlds of at least this many providers have the node's file written
 # by a process of its own, not a worker's thread, when read whole or
-# renewed (apart.write_in_a_process): starting the process costs about a
-# second of CPU, as much as reading 100,000 providers. None: never.
+# renewed (apart.write_in_a_process): below it, starting the process
+# (its imports) costs more than the read it spares. None: never.
 WRITE_IN_A_PROCESS_FROM = 100000
 # Seconds a request of the process reading its world waits for the read
 # before the database answers it (World.answering).
