@@ -486,6 +486,8 @@ class Replay:
         cpu0 = time.process_time()
         self.stats.recording = True
         self.stats.opened = time.perf_counter()
+        if self.on_open is not None:
+            self.on_open()
         t0 = self.loop.time()
         await asyncio.sleep(duration)
         self.stats.recording = False
@@ -495,6 +497,8 @@ class Replay:
                          'generator_cpu': time.process_time() - cpu0}
 
     on_window = None
+    # Called once the measured window opens (a restart timed from it).
+    on_open = None
 
     async def cleanup(self):
         """Leave the world as found: the instances booted here deleted,

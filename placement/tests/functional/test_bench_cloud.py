@@ -133,8 +133,8 @@ def test_a_node_restarted_under_the_traffic(capsys):
             rep = replay.Replay(server.url, computes,
                                 _args(operator_lists=0.0))
             side = types.SimpleNamespace(server=server, cold_restart=False)
-            threading.Timer(1.5, tool.Side.restart,
-                            (side, rep.stats)).start()
+            rep.on_open = lambda: threading.Timer(
+                1.3, tool.Side.restart, (side, rep.stats)).start()
             asyncio.run(rep.run(7.0, warmup=0.2, prime=2))
             rep.stats.node_log = ['a line of the node']
     finally:
