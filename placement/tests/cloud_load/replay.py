@@ -18,12 +18,14 @@ import uuid as uuidlib
 import httpx
 
 from placement.tests.cloud_load import model
+from placement.tests.cloud_load import scheduler
 
 PROJECTS, USERS = 100, 200   # bench-large-world's project and user names
 # The answers a simulated agent reads; the others are not decoded, as a
 # provider list of a large world would stall the event loop.
+# (Candidates are read by the scheduler's processes: scheduler.py.)
 DECODED = {'inventories', 'aggregates', 'rp_allocations', 'consumer',
-           'candidates', 'put_inventories'}
+           'put_inventories'}
 
 
 class Compute:
@@ -54,6 +56,8 @@ class Stats:
         self.late = []
         self.flows = collections.Counter()
         self.recording = False
+        # CPU seconds the scheduler's processes spent in the window.
+        self.scheduler_cpu = 0.0
         # (seconds since the window opened at the send, kind, seconds,
         # status) of every request recorded: the storm's timeline.
         self.timeline = []
@@ -128,15 +132,21 @@ class Replay:
         self.busy = set()               # instances being moved or deleted
         self.leftovers = []             # migrations a failed move left
         self.client = None
+        self.scheduler = None
 
     # -- HTTP --------------------------------------------------------------
+
+    @staticmethod
+    def _headers(k):
+        headers = {'x-auth-token': 'admin', 'accept': 'application/json'}
+        if k.version:
+            headers['openstack-api-version'] = 'placement ' + k.version
+        return headers
 
     async def call(self, kind, body=None, expect=(200, 201, 204), **fill):
         """(status, decoded body or None) of one request of ``kind``."""
         k = model.KINDS[kind]
-        headers = {'x-auth-token': 'admin', 'accept': 'application/json'}
-        if k.version:
-            headers['openstack-api-version'] = 'placement ' + k.version
+        headers = self._headers(k)
         start = time.perf_counter()
         # Our own queue in front of httpx's pool: its waiting requests
         # cost CPU per queued request at every release, which made the
@@ -292,21 +302,27 @@ class Replay:
     async def choose(self, ctx):
         """The scheduler's pick: a random candidate on a simulated compute
         node other than the instance's own (nova filters and weighs; the
-        spread is what matters here)."""
-        _, body = await self.call('candidates')
-        if not body:
+        spread is what matters here), made in the scheduler's processes
+        (scheduler.py); the request waits in the replay's queue as
+        others do, and that wait counts in its latency."""
+        k = model.KINDS['candidates']
+        source = ctx.get('source')
+        start = time.perf_counter()
+        async with self.slots:
+            sent, seconds, status, pick, why, cpu = await self.scheduler.pick(
+                self.loop, self.url + k.path, self._headers(k),
+                source.root if source else None, self.rnd.getrandbits(32))
+        self.stats.add('candidates', sent - start + seconds, status, start)
+        if self.stats.recording:
+            self.stats.scheduler_cpu += cpu
+        if status != 200:
             self.stats.flows['no answer'] += 1
             return False
-        source = ctx.get('source')
-        requests = [ar['allocations'] for ar in body['allocation_requests']
-                    if self.by_rp.get(next(iter(ar['allocations'])))
-                    not in (None, source)]
-        if not requests:
-            self.stats.flows['no valid host'] += 1
+        if pick is None:
+            self.stats.flows[why] += 1
             return False
-        request = self.rnd.choice(requests)
-        ctx['request'] = request
-        ctx['dest'] = self.by_rp[next(iter(request))]
+        ctx['request'] = pick
+        ctx['dest'] = self.by_rp[next(iter(pick))]
         return True
 
     async def move(self, ctx):
@@ -444,6 +460,15 @@ class Replay:
         limits = httpx.Limits(max_connections=a.connections,
                               max_keepalive_connections=a.connections)
         self.slots = asyncio.Semaphore(a.connections)
+        self.scheduler = scheduler.Scheduler(
+            {rp: c.root for rp, c in self.by_rp.items()}, a.timeout)
+        try:
+            return await self._run(limits, duration, warmup, restarts, prime)
+        finally:
+            self.scheduler.close()
+
+    async def _run(self, limits, duration, warmup, restarts, prime):
+        a = self.args
         async with httpx.AsyncClient(limits=limits, timeout=a.timeout) as cl:
             self.client = cl
             for _ in range(prime):
@@ -494,7 +519,8 @@ class Replay:
         elapsed = self.loop.time() - t0
         after = self.on_window() if self.on_window else None
         self.measured = {'elapsed': elapsed, 'server': (before, after),
-                         'generator_cpu': time.process_time() - cpu0}
+                         'generator_cpu': time.process_time() - cpu0
+                         + self.stats.scheduler_cpu}
 
     on_window = None
     # Called once the measured window opens (a restart timed from it).
@@ -514,27 +540,52 @@ class Replay:
 
 
 async def discover(url, count, seed, timeout=600):
-    """The first ``count`` compute nodes (trees, by root name) the service
-    holds, each with its providers top-down."""
+    """``count`` compute nodes to simulate, each with its providers
+    top-down: first trees of nova's candidates answer (a limit of 1000
+    over 52,632 trees offers the scheduler the same first trees; random
+    ones would seldom be picked), then, if it has too few, others of the
+    whole listing (a million providers take it half a minute)."""
+    k = model.KINDS['candidates']
     async with httpx.AsyncClient(timeout=timeout) as client:
-        resp = await client.get(url + '/resource_providers', headers={
-            'x-auth-token': 'admin', 'accept': 'application/json',
-            'openstack-api-version': 'placement 1.14'})
+        resp = await client.get(url + k.path, headers=Replay._headers(k))
         resp.raise_for_status()
-        rps = resp.json()['resource_providers']
+        offered = _trees(
+            (u, s['parent_provider_uuid'], s['root_provider_uuid'], u)
+            for u, s in resp.json()['provider_summaries'].items())
+        rnd = random.Random(seed)
+        roots = sorted(offered)
+        rnd.shuffle(roots)
+        if len(roots) < count:
+            resp = await client.get(url + '/resource_providers', headers={
+                'x-auth-token': 'admin', 'accept': 'application/json',
+                'openstack-api-version': 'placement 1.14'})
+            resp.raise_for_status()
+            listed = _trees(
+                (rp['uuid'], rp['parent_provider_uuid'],
+                 rp['root_provider_uuid'], rp['name'])
+                for rp in resp.json()['resource_providers'])
+            others = sorted((r for r in listed if r not in offered),
+                            key=lambda r: listed[r][1][r])
+            rnd.shuffle(others)
+            roots += others
+            offered.update(listed)
+    return [Compute(r, offered[r][0]) for r in roots[:count]]
+
+
+def _trees(rows):
+    """{root: ([providers top-down], {uuid: name})} of (uuid, parent,
+    root, name) rows."""
+    rows = list(rows)
+    parent = {u: p for u, p, _r, _n in rows}
     depth = {}
-    parent = {rp['uuid']: rp['parent_provider_uuid'] for rp in rps}
 
     def level(u):
         if u not in depth:
             depth[u] = 0 if parent[u] is None else level(parent[u]) + 1
         return depth[u]
 
-    trees = collections.defaultdict(list)
-    names = {}
-    for rp in sorted(rps, key=lambda r: level(r['uuid'])):
-        trees[rp['root_provider_uuid']].append(rp['uuid'])
-        names[rp['uuid']] = rp['name']
-    roots = sorted(trees, key=lambda r: names[r])
-    random.Random(seed).shuffle(roots)
-    return [Compute(r, trees[r]) for r in roots[:count]]
+    trees = collections.defaultdict(lambda: ([], {}))
+    for u, _p, root, name in sorted(rows, key=lambda r: level(r[0])):
+        trees[root][0].append(u)
+        trees[root][1][u] = name
+    return dict(trees)

@@ -50,7 +50,7 @@ def _world(trees=6):
 def _args(**kw):
     args = dict(time_scale=0.05, boots=2.0, deletes=0.5,
                 cold_migrations=0.5, live_migrations=0.5,
-                operator_lists=3.0, changes=0.3, connections=16,
+                operator_lists=6.0, changes=0.3, connections=16,
                 timeout=30, seed=50, storm=False)
     args.update(kw)
     return argparse.Namespace(**args)
@@ -79,6 +79,27 @@ def test_replay_issues_every_kind_without_5xx():
     assert not [f for f in flows if f.startswith('error')], dict(flows)
     # Open loop: the generator started its events on time.
     assert replay.pct(sorted(rep.stats.late), 50) < 100
+
+
+def test_the_simulated_compute_nodes_are_those_the_scheduler_is_offered():
+    """discover takes trees of nova's candidates answer first (on a large
+    world a limit offers the same first trees), and the others of the
+    whole listing when the answer has too few: here two trees are
+    disabled, so never offered."""
+    w = _world(trees=6)
+    for t in (1, 4):
+        w.trait('cn%d' % t, 'COMPUTE_STATUS_DISABLED')
+    with live_server.LiveServer(workers=1) as server:
+        api_world.load(w, api_world.Client(server.port), threads=4)
+        uuids = {w.by_name['cn%d' % t]['uuid']: t for t in range(6)}
+        offered = asyncio.run(replay.discover(server.url, 4, 50))
+        everyone = asyncio.run(replay.discover(server.url, 6, 50))
+    assert sorted(uuids[c.root] for c in offered) == [0, 2, 3, 5]
+    assert {uuids[c.root] for c in everyone[:4]} == {0, 2, 3, 5}
+    assert {uuids[c.root] for c in everyone[4:]} == {1, 4}
+    # Each tree top-down: the root, its NUMA nodes, then their VGPUs.
+    assert all(len(c.providers) == 5 and c.providers[0] == c.root
+               for c in everyone)
 
 
 def test_a_storm_restarts_every_compute_at_once():
