@@ -60,9 +60,22 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
     options = dict(nested_aware=nested_aware, max_candidates=max_candidates,
                    strategy=strategy, randomize=randomize)
     if USE_WORLD:
-        found = _find_in_world(ctx, groups, wide, rendered_as, options)
-        if found is not None:
-            return found
+        # Twice at most: the world loaded while the request waited its
+        # turn at the database (World.database_turn) answers it.
+        for _ in range(2):
+            found, the_world = _find_in_world(ctx, groups, wide, rendered_as,
+                                              options)
+            if found is not None:
+                return found
+            if the_world is None:
+                break
+            with the_world.database_turn() as turn:
+                if turn:
+                    return _find_in_database(ctx, groups, wide, options)
+    return _find_in_database(ctx, groups, wide, options)
+
+
+def _find_in_database(ctx, groups, wide, options):
     try:
         return sql.find_in_database(ctx, groups, wide, **options)
     finally:
@@ -75,19 +88,20 @@ def find(ctx, groups, wide, nested_aware=True, max_candidates=-1,
 @db_api.unpinged
 @db_api.one_statement_reads
 def _find_in_world(ctx, conn, groups, wide, rendered_as, options):
-    """find's answer from this process's world, or None when the SQL
-    engine answers (see World.ready_to_answer)."""
+    """(find's answer from this process's world, or None when the SQL
+    engine answers (see World.ready_to_answer); the world, None for a
+    database that does not count its changes)."""
     the_world = world_mod.for_connection(conn)
     how = the_world.ready_to_answer(ctx, conn) if the_world else None
     if how is None:
-        return None
+        return None, the_world
     with the_world.answering(how) as answers:
         if answers:
             the_world.refresh(ctx, conn)
             return search.find_in_world(
                 ctx, conn, the_world, groups, wide,
-                rendered_as=rendered_as, **options)
-    return None
+                rendered_as=rendered_as, **options), the_world
+    return None, the_world
 
 
 def render_trees_with(key, render):

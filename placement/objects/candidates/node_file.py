@@ -20,6 +20,7 @@ import os
 import pickle
 import struct
 import tempfile
+import time
 import zlib
 
 from oslo_log import log as logging
@@ -73,6 +74,33 @@ def locked(path):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def turn(path, waiting, poll=0.05):
+    """One caller at a time per node (a lock file at ``path``, each call
+    its own open file, so threads of one process take turns too): yields
+    True once it is this caller's turn, held until the block ends; False
+    as soon as ``waiting()`` is false, the turn not taken (what it waited
+    for is done). True at once when the file cannot be opened."""
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield True
+        return
+    try:
+        while waiting():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                time.sleep(poll)
+                continue
+            yield True
+            return
+        yield False
     finally:
         os.close(fd)
 

@@ -13,6 +13,7 @@ again every few changes).
 import mmap
 import os
 import threading
+import time
 import uuid as uuidlib
 
 import pytest
@@ -574,6 +575,71 @@ def test_a_large_first_read_waits_for_the_answer_of_the_request_that_began_it(
                 t.join(30)
         assert tcw.twr.get(app, path, tcw.LATEST) == first
         assert read_during_answer == [False]
+
+
+def test_while_a_first_read_runs_the_database_answers_one_at_a_time(
+        monkeypatch, shared, answered):
+    """While a world is first read apart, the requests the SQL engine
+    answers take turns, one at a time on the node (a lock file beside the
+    node's file): a request waiting its turn when the read ends is
+    answered by the world instead."""
+    from placement.objects.candidates import sql
+    release = threading.Event()
+    reading = threading.Event()
+    real_bytes = world_mod.World._read_snapshot
+
+    def held_bytes(self, conn, epoch, current):
+        reading.set()
+        assert release.wait(30)
+        return real_bytes(self, conn, epoch, current)
+
+    monkeypatch.setattr(world_mod.World, '_read_snapshot', held_bytes)
+    monkeypatch.setattr(world_settings, 'READ_WAITS', 0.05)
+    world, path = _six_hosts()
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        if engine.dialect.name == 'sqlite':
+            # Embedded: read at once, in the request; no turns.
+            release.set()
+            assert tcw.twr.get(app, path, tcw.LATEST)[0] == 200
+            assert answered == ['world']
+            return
+        first = tcw.twr.get(app, path, tcw.LATEST)
+        assert answered == ['sql'] and reading.wait(30)
+        # The next answer from the database is held while it has its turn.
+        gate = threading.Event()
+        inside = []
+        counted_find = sql.find_in_database
+
+        def gated_find(*args, **kwargs):
+            inside.append(1)
+            try:
+                assert gate.wait(30)
+                return counted_find(*args, **kwargs)
+            finally:
+                inside.pop()
+
+        monkeypatch.setattr(sql, 'find_in_database', gated_find)
+        got = []
+        holder = _request_in_thread(app, path, got)
+        deadline = time.monotonic() + 10
+        while not inside and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert inside == [1]
+        waiter = _request_in_thread(app, path, got)
+        waiter.join(0.5)
+        # Waiting its turn, not answering beside the other.
+        assert waiter.is_alive() and inside == [1] and not got
+        # The read ends: the waiting request is the world's.
+        release.set()
+        waiter.join(30)
+        assert not waiter.is_alive() and got == [first]
+        assert answered[-1] == 'world' and inside == [1]
+        gate.set()
+        holder.join(30)
+        assert got == [first, first]
+        assert answered == ['sql', 'world', 'sql']
+        assert os.path.exists(node_file.path_for(str(shared), engine) +
+                              '.turns.lock')
 
 
 @pytest.fixture

@@ -188,6 +188,22 @@ class Freshness:
             if got:
                 self.lock.release()
 
+    @contextlib.contextmanager
+    def database_turn(self):
+        """While this world is first loaded apart, the requests the SQL
+        engine answers in the node's processes take turns, one at a time
+        (its answer over a large world costs a CPU for most of a second,
+        and a cold node under many boots answering them all at once left
+        the read too little CPU to end): yields True when it is this
+        request's turn, held until the block ends; False when the load
+        ended first (the world answers it). True at once for a world not
+        loading, or with no node directory to take turns in."""
+        if self._turns is None or not self.loading_apart:
+            yield True
+            return
+        with node_file.turn(self._turns, lambda: self.loading_apart) as mine:
+            yield mine
+
     def _load_apart(self, engine, config, answered):
         """The first load of this world, on a connection of its own, once
         the request that started it is ``answered`` from the database (at
@@ -284,6 +300,7 @@ class Freshness:
         write = None
         if settings.SHARED_DIR and node_file.shareable(conn.engine):
             path = node_file.path_for(settings.SHARED_DIR, conn.engine)
+            self._turns = path + '.turns.lock'
             snap = node_file.open_file(path)
             # For the load that follows: checked once (its checksum).
             self._opened = snap

@@ -38,6 +38,7 @@ class World(freshness.Freshness, store.Store, indexes.SearchIndexes,
         self._renewal = None            # (base inode, thread): _renew_apart
         self._file_to_write = None      # (path, inode, n): _load_apart
         self._opened = None             # see first_load_is_long
+        self._turns = None              # see database_turn
         self._start_over(snapshot.Snapshot(snapshot.build(
             [], [], [], [], [], None, {})))
 
