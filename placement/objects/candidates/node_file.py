@@ -79,30 +79,36 @@ def locked(path):
 
 
 @contextlib.contextmanager
-def turn(path, waiting, poll=0.05):
-    """One caller at a time per node (a lock file at ``path``, each call
-    its own open file, so threads of one process take turns too): yields
-    True once it is this caller's turn, held until the block ends; False
-    as soon as ``waiting()`` is false, the turn not taken (what it waited
-    for is done). True at once when the file cannot be opened."""
+def turn(path, waiting, lanes=1, poll=0.05):
+    """``lanes`` callers at a time per node (lock files ``path`` % lane,
+    each call its own open files, so threads of one process take turns
+    too): yields True once a lane is this caller's, held until the block
+    ends; False as soon as ``waiting()`` is false, no lane taken (what it
+    waited for is done). True at once when the files cannot be opened."""
+    fds = []
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        for lane in range(lanes):
+            fds.append(os.open(path % lane, os.O_RDWR | os.O_CREAT, 0o600))
     except OSError:
+        for fd in fds:
+            os.close(fd)
         yield True
         return
     try:
         while waiting():
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                time.sleep(poll)
-                continue
-            yield True
-            return
+            for fd in fds:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                yield True
+                return
+            time.sleep(poll)
         yield False
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
 
 
 def open_file(path):

@@ -577,12 +577,12 @@ def test_a_large_first_read_waits_for_the_answer_of_the_request_that_began_it(
         assert read_during_answer == [False]
 
 
-def test_while_a_first_read_runs_the_database_answers_one_at_a_time(
+def test_while_a_first_read_runs_the_database_answers_few_at_a_time(
         monkeypatch, shared, answered):
     """While a world is first read apart, the requests the SQL engine
-    answers take turns, one at a time on the node (a lock file beside the
-    node's file): a request waiting its turn when the read ends is
-    answered by the world instead."""
+    answers take turns, DATABASE_LANES at a time on the node (lock files
+    beside the node's file): a request waiting its turn when the read
+    ends is answered by the world instead."""
     from placement.objects.candidates import sql
     release = threading.Event()
     reading = threading.Event()
@@ -595,6 +595,7 @@ def test_while_a_first_read_runs_the_database_answers_one_at_a_time(
 
     monkeypatch.setattr(world_mod.World, '_read_snapshot', held_bytes)
     monkeypatch.setattr(world_settings, 'READ_WAITS', 0.05)
+    monkeypatch.setattr(world_settings, 'DATABASE_LANES', 2)
     world, path = _six_hosts()
     with gabbits.app_and_engine_over_world(world) as (app, engine):
         if engine.dialect.name == 'sqlite':
@@ -620,26 +621,29 @@ def test_while_a_first_read_runs_the_database_answers_one_at_a_time(
 
         monkeypatch.setattr(sql, 'find_in_database', gated_find)
         got = []
-        holder = _request_in_thread(app, path, got)
-        deadline = time.monotonic() + 10
-        while not inside and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert inside == [1]
+        holders = []
+        for lanes in (1, 2):
+            holders.append(_request_in_thread(app, path, got))
+            deadline = time.monotonic() + 10
+            while len(inside) < lanes and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert inside == [1] * lanes
         waiter = _request_in_thread(app, path, got)
         waiter.join(0.5)
-        # Waiting its turn, not answering beside the other.
-        assert waiter.is_alive() and inside == [1] and not got
+        # Waiting its turn, not answering beside the two.
+        assert waiter.is_alive() and inside == [1, 1] and not got
         # The read ends: the waiting request is the world's.
         release.set()
         waiter.join(30)
         assert not waiter.is_alive() and got == [first]
-        assert answered[-1] == 'world' and inside == [1]
+        assert answered[-1] == 'world' and inside == [1, 1]
         gate.set()
-        holder.join(30)
-        assert got == [first, first]
-        assert answered == ['sql', 'world', 'sql']
+        for holder in holders:
+            holder.join(30)
+        assert got == [first, first, first]
+        assert answered == ['sql', 'world', 'sql', 'sql']
         assert os.path.exists(node_file.path_for(str(shared), engine) +
-                              '.turns.lock')
+                              '.turn0.lock')
 
 
 @pytest.fixture

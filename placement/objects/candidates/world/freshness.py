@@ -191,17 +191,19 @@ class Freshness:
     @contextlib.contextmanager
     def database_turn(self):
         """While this world is first loaded apart, the requests the SQL
-        engine answers in the node's processes take turns, one at a time
-        (its answer over a large world costs a CPU for most of a second,
-        and a cold node under many boots answering them all at once left
-        the read too little CPU to end): yields True when it is this
+        engine answers in the node's processes take turns,
+        DATABASE_LANES at a time (its answer over a large world costs a
+        CPU for most of a second, and a cold node under many boots
+        answering them all at once left the read too little CPU to end;
+        one at a time, fewer than came at one boot a second): yields True when it is this
         request's turn, held until the block ends; False when the load
         ended first (the world answers it). True at once for a world not
         loading, or with no node directory to take turns in."""
         if self._turns is None or not self.loading_apart:
             yield True
             return
-        with node_file.turn(self._turns, lambda: self.loading_apart) as mine:
+        with node_file.turn(self._turns, lambda: self.loading_apart,
+                            settings.DATABASE_LANES) as mine:
             yield mine
 
     def _load_apart(self, engine, config, answered):
@@ -300,7 +302,7 @@ class Freshness:
         write = None
         if settings.SHARED_DIR and node_file.shareable(conn.engine):
             path = node_file.path_for(settings.SHARED_DIR, conn.engine)
-            self._turns = path + '.turns.lock'
+            self._turns = path + '.turn%d.lock'
             snap = node_file.open_file(path)
             # For the load that follows: checked once (its checksum).
             self._opened = snap

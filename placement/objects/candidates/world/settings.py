@@ -44,6 +44,10 @@ LOAD_WAITS = 5.0
 # renewed (apart.write_in_a_process): below it, starting the process
 # (its imports) costs more than the read it spares. None: never.
 WRITE_IN_A_PROCESS_FROM = 100000
+# Answers from the SQL engine at once on a node while its world is first
+# read apart; the other requests wait a turn, or the world
+# (World.database_turn).
+DATABASE_LANES = 2
 # Seconds a request of the process reading its world waits for the read
 # before the database answers it (World.answering).
 READ_WAITS = 0.5
