@@ -68,12 +68,13 @@ def shareable(engine):
 @contextlib.contextmanager
 def locked(path):
     """The file's lock, held while one process builds or checks it: the
-    others wait (they would build the same)."""
+    others wait (they would build the same). Yields the lock's file
+    descriptor: a child process given it holds the lock with this one."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path + '.lock', os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield fd
     finally:
         os.close(fd)
 

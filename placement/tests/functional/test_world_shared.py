@@ -879,6 +879,54 @@ def test_a_large_first_read_is_written_by_a_process_of_its_own(
         assert answered == ['sql', 'world']
 
 
+def test_a_node_file_being_written_is_waited_for_not_written_again(
+        in_a_process, monkeypatch):
+    """A worker due to have the node's file written waits for the file's
+    lock in its own thread: when another process of the node wrote the
+    file meanwhile, it starts no process of its own. The process it
+    starts holds the lock with it (given the lock's descriptor)."""
+    world, _path = _six_hosts()
+    with gabbits.app_and_engine_over_world(world) as (app, engine):
+        if engine.dialect.name == 'sqlite':
+            with engine.connect() as conn:
+                assert not world_mod.World().first_load_is_long(conn)
+            return
+        started = []
+        real_popen = apart.subprocess.Popen
+
+        def popen(*args, **kwargs):
+            started.append(kwargs.get('pass_fds'))
+            return real_popen(*args, **kwargs)
+
+        monkeypatch.setattr(apart.subprocess, 'Popen', popen)
+        path = node_file.path_for(str(in_a_process), engine)
+        done = []
+
+        def write(ino):
+            done.append(apart.write_in_a_process(path, ino, engine, None,
+                                                 10))
+
+        with node_file.locked(path):
+            waiting = threading.Thread(target=write, args=(None,))
+            waiting.start()
+            waiting.join(0.5)
+            assert waiting.is_alive() and not started
+            # Another process of the node writes the file meanwhile.
+            with open(path, 'wb') as f:
+                f.write(b'written by another process')
+        waiting.join(30)
+        assert done == [True] and not started
+        # Due again from that file: its process writes it, under the lock
+        # it was given (it would wait for it forever otherwise).
+        writer = threading.Thread(target=write,
+                                  args=(node_file.inode(path),))
+        writer.start()
+        writer.join(60)
+        assert not writer.is_alive() and done == [True, True]
+        assert len(started) == 1 and len(started[0]) == 1
+        assert node_file.open_file(path) is not None
+
+
 def test_a_renewal_is_written_by_a_process_of_its_own(
         in_a_process, full_reads, caplog):
     caplog.set_level('INFO')

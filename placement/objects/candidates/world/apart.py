@@ -17,6 +17,7 @@ process can be started (no interpreter found: a server embedding Python
 under another name) or it fails, have the file written in the worker's
 thread (``renew_node_file``).
 """
+import contextlib
 import importlib
 import json
 import logging as std_logging
@@ -52,18 +53,20 @@ def interpreter():
     return exe if os.access(exe, os.X_OK) else None
 
 
-def renew_node_file(world_class, path, ino, engine, config, mysql):
+def renew_node_file(world_class, path, ino, engine, config, mysql,
+                    locked=False):
     """Write the node's file at ``path`` again from the database, unless
     another process did since it was ``ino`` (this one waited for the
     file's lock meanwhile), with a scratch world of ``world_class``;
     whether the file is now written. In a thread of a worker, or in the
-    process of its own (main)."""
+    process of its own (main), which the worker's lock covers
+    (``locked``)."""
     start = time.perf_counter()
     ctx = placement_context.admin_context(config)
     scratch = world_class()
     scratch._mysql = mysql
     try:
-        with node_file.locked(path):
+        with contextlib.nullcontext() if locked else node_file.locked(path):
             if node_file.inode(path) != ino:
                 return True
             with engine.connect() as conn:
@@ -113,9 +116,17 @@ def write_in_a_process(path, ino, engine, config, providers):
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     start = time.perf_counter()
     try:
-        proc = subprocess.Popen([exe, '-c', _MAIN], stdin=subprocess.PIPE,
-                                env=env)
-        proc.communicate(json.dumps(order).encode())
+        # Under the file's lock, which the process holds with this one:
+        # the node's other workers wait for it here, each in its loading
+        # thread, rather than start a process of their own that would
+        # find the file written (a second of CPU each for its imports).
+        with node_file.locked(path) as lock:
+            if node_file.inode(path) != ino:
+                return True
+            proc = subprocess.Popen([exe, '-c', _MAIN],
+                                    stdin=subprocess.PIPE, env=env,
+                                    pass_fds=(lock,))
+            proc.communicate(json.dumps(order).encode())
     except OSError as exc:
         LOG.warning('Allocation candidates: cannot start a process to '
                     'write %s (%s); this one reads the world.', path, exc)
@@ -144,5 +155,5 @@ def main(world_class):
         importlib.import_module(order['renderer'])
     engine = db_api.get_engine()
     done = renew_node_file(world_class, order['path'], order['ino'], engine,
-                           None, engine.dialect.name == 'mysql')
+                           None, engine.dialect.name == 'mysql', locked=True)
     sys.exit(0 if done else 1)
