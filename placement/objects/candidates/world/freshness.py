@@ -195,10 +195,11 @@ class Freshness:
         DATABASE_LANES at a time (its answer over a large world costs a
         CPU for most of a second, and a cold node under many boots
         answering them all at once left the read too little CPU to end;
-        one at a time, fewer than came at one boot a second): yields True when it is this
-        request's turn, held until the block ends; False when the load
-        ended first (the world answers it). True at once for a world not
-        loading, or with no node directory to take turns in."""
+        one at a time was fewer than came at one boot a second): yields
+        True when it is this request's turn, held until the block ends;
+        False when the load ended first (the world answers it). True at
+        once for a world not loading, or with no node directory to take
+        turns in."""
         if self._turns is None or not self.loading_apart:
             yield True
             return
